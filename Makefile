@@ -1,0 +1,31 @@
+# Two entry points for a fresh machine: `make demo` (CPU quickstart) and `make test`.
+# Each creates .venv and installs what it needs first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint tiny clean
+
+$(STAMP): requirements.txt requirements-dev.txt setup.py
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -r requirements-dev.txt
+	$(BIN)/pip install -q --no-deps -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	PYTHON=$(abspath $(BIN))/python bash examples/quickstart.sh
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) outputs
+
+tiny: $(STAMP)
+	PYTHON=$(abspath $(BIN))/python bash examples/prepare_tiny.sh

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Longcot-RL from a config; every Hydra key can be overridden on the command line:
+#   bash examples/longcot_template.sh trainer.total_training_steps=3 actor_rollout_ref.rollout.n=4
+#   CONFIG=r1d-1.5b_deepscaler_longcot_24k bash examples/longcot_template.sh ...   (GPU)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${PYTHON:-}" ]; then
+  if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python; fi
+fi
+export RAY_AUTH_MODE=${RAY_AUTH_MODE:-disabled}
+exec "$PYTHON" -m verl.trainer.main_policy_iteration --config-name="${CONFIG:-tiny_longcot}" "$@"

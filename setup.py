@@ -1,0 +1,32 @@
+"""Package metadata. Exact CPU pins live in requirements.txt; ranges here let the [gpu] extra
+bring the torch build that sglang needs."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="verl-delethink",
+    version="0.1.0",
+    description="RL for reasoning LLMs in two thinking environments: LongCoT and Delethink",
+    python_requires=">=3.10",
+    packages=find_packages(include=["verl", "verl.*"]),
+    package_data={"verl": ["trainer/config/*.yaml", "trainer/config/**/*.yaml"]},
+    install_requires=[
+        "torch>=2.13",
+        "transformers>=5.23,<6",
+        "tokenizers>=0.23",
+        "accelerate>=1.15",
+        "hydra-core>=1.3.8,<1.4",
+        "omegaconf>=2.3.1,<2.4",
+        "ray>=2.60",
+        "math-verify>=0.9.0",
+        "wandb>=0.31",
+        "datasets>=5.2",
+        "matplotlib>=3.11",
+        "tqdm>=4.70",
+    ],
+    extras_require={
+        "dev": ["pytest==9.2.0", "ruff==0.17.6"],
+        # GPU rollout and packed attention; not installable on a CPU-only machine.
+        "gpu": ["sglang==0.5.23", "flash-attn==2.8.3"],
+    },
+)

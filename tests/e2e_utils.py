@@ -1,0 +1,23 @@
+"""Compose a tiny training config the way the CLI does, pointed at test assets."""
+
+from pathlib import Path
+
+from verl.trainer.config_schema import PolicyIterationConfig, compose_config, load_config
+
+
+def tiny_config(name: str, assets, run_dir, *overrides: str) -> PolicyIterationConfig:
+    base = [
+        f"actor_rollout_ref.model.path={assets / 'model'}",
+        f"data.train_files=[{assets / 'data' / 'train.jsonl'}]",
+        f"data.val_files=[{assets / 'data' / 'val.jsonl'}]",
+        f"trainer.default_local_dir={run_dir}",
+        "trainer.logger=[jsonl]",
+        "data.train_batch_size=2",
+        "actor_rollout_ref.rollout.n=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+        "actor_rollout_ref.actor.optim.lr=1e-3",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        f"custom_reward_function.path={Path(__file__).parent / 'assets' / 'digit_reward.py'}",
+    ]
+    return load_config(compose_config(name, base + list(overrides)))

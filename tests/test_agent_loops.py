@@ -1,0 +1,117 @@
+"""Agent loops against a scripted engine: budgets, chunk prompts, carry-over, stopping."""
+
+import asyncio
+
+import pytest
+
+from verl.agent_loop import AGENT_LOOPS
+from verl.agent_loop.delethink import DelethinkAgentLoop, chunk_seed
+from verl.agent_loop.manager import run_agent_loops
+from verl.agent_loop.single_turn import SingleTurnAgentLoop
+from verl.workers.rollout.base import GenerateOutput, RolloutEngine, SamplingParams
+
+EOS = 999
+
+
+class CountingEngine(RolloutEngine):
+    """Emits consecutive integers 1, 2, 3, ... across calls of one trajectory (the next token continues
+    from the last prompt token when it is a thinking token), and EOS once `stop_after` thinking tokens
+    were emitted in total. Records every request."""
+
+    def __init__(self, stop_after: int | None = None) -> None:
+        self.stop_after = stop_after
+        self.requests: list[tuple[list[int], SamplingParams]] = []
+
+    async def generate(self, prompt_ids, sampling_params):
+        self.requests.append((list(prompt_ids), sampling_params))
+        start = prompt_ids[-1] + 1 if prompt_ids[-1] >= 1 else 1
+        tokens: list[int] = []
+        for tok in range(start, start + sampling_params.max_new_tokens):
+            if self.stop_after is not None and tok > self.stop_after:
+                tokens.append(EOS)
+                return GenerateOutput(tokens, [-0.5] * len(tokens), "stop")
+            tokens.append(tok)
+        return GenerateOutput(tokens, [-0.5] * len(tokens), "length")
+
+    def update_weights(self, named_tensors):
+        raise NotImplementedError
+
+
+QUESTION = [-3, -2, 0]  # non-positive ids stand for question tokens
+
+
+def run(loop, prompt=QUESTION, budget=10, seed=5):
+    return asyncio.run(loop.run(prompt, SamplingParams(max_new_tokens=budget, seed=seed)))
+
+
+def test_registry_has_both_loops():
+    assert AGENT_LOOPS["single_turn"] is SingleTurnAgentLoop
+    assert AGENT_LOOPS["delethink"] is DelethinkAgentLoop
+
+
+def test_single_turn_is_one_turn_with_full_budget():
+    engine = CountingEngine()
+    traj = run(SingleTurnAgentLoop(engine), budget=7)
+    assert traj.num_turns == 1 and traj.response_ids == [1, 2, 3, 4, 5, 6, 7]
+    assert traj.turns[0].prompt_ids == QUESTION and traj.turns[0].finish_reason == "length"
+
+
+def test_delethink_chunks_budgets_and_carry_over():
+    # C = 10, keep_head 2, keep_tail 3 (m = 5), later chunks C - m = 5, I = 4
+    engine = CountingEngine()
+    loop = DelethinkAgentLoop(engine, keep_head=2, keep_tail=3, intermediate_max_new_tokens=5, max_chunks=4)
+    traj = run(loop, budget=10)
+    assert [len(t.response_ids) for t in traj.turns] == [10, 5, 5, 5]
+    # budget formula C + (I-1)(C-m) = 10 + 3*5 = 25, every token used since no EOS
+    assert traj.trace_length == 25 and traj.response_ids == list(range(1, 26))
+    # chunk 2 prompt: question + first 2 thinking tokens + last 3 of the 10 so far
+    assert traj.turns[1].prompt_ids == QUESTION + [1, 2, 8, 9, 10]
+    # chunk 3: thinking so far is 1..15 -> head [1, 2] (always the first tokens), tail [13, 14, 15]
+    assert traj.turns[2].prompt_ids == QUESTION + [1, 2, 13, 14, 15]
+    assert traj.turns[3].prompt_ids == QUESTION + [1, 2, 18, 19, 20]
+    for turn in traj.turns:
+        assert len(turn.prompt_ids) <= len(QUESTION) + 2 + 3
+    assert [sp.max_new_tokens for _, sp in engine.requests] == [10, 5, 5, 5]
+    assert not traj.has_eos
+
+
+def test_delethink_stops_at_eos():
+    engine = CountingEngine(stop_after=13)
+    loop = DelethinkAgentLoop(engine, keep_head=2, keep_tail=3, intermediate_max_new_tokens=5, max_chunks=10)
+    traj = run(loop, budget=10)
+    assert traj.num_turns == 2 and traj.has_eos
+    assert traj.turns[1].response_ids == [11, 12, 13, EOS]
+    assert len(engine.requests) == 2
+
+
+def test_delethink_one_chunk_samples_exactly_like_longcot():
+    a, b = CountingEngine(), CountingEngine()
+    longcot = run(SingleTurnAgentLoop(a), budget=10, seed=42)
+    one_chunk = run(
+        DelethinkAgentLoop(b, keep_head=2, keep_tail=3, intermediate_max_new_tokens=5, max_chunks=1),
+        budget=10,
+        seed=42,
+    )
+    assert longcot.turns == one_chunk.turns
+    assert a.requests == b.requests  # same prompt, same budget, same seed
+
+
+def test_chunk_seeds_differ_per_chunk_and_keep_the_first():
+    seeds = [chunk_seed(123, i) for i in range(5)]
+    assert seeds[0] == 123 and len(set(seeds)) == 5
+    assert chunk_seed(None, 3) is None
+    assert chunk_seed(123, 2) == chunk_seed(123, 2)
+
+
+def test_manager_runs_all_in_order():
+    engine = CountingEngine()
+    prompts = [[0], [-1, 0], [-2, -1, 0]]
+    trajs = asyncio.run(
+        run_agent_loops(
+            SingleTurnAgentLoop(engine), prompts, [SamplingParams(max_new_tokens=n) for n in (1, 2, 3)]
+        )
+    )
+    assert [t.turns[0].prompt_ids for t in trajs] == prompts
+    assert [t.trace_length for t in trajs] == [1, 2, 3]
+    with pytest.raises(ValueError, match="3 prompts but 1 sampling"):
+        asyncio.run(run_agent_loops(SingleTurnAgentLoop(engine), prompts, [SamplingParams(max_new_tokens=1)]))

@@ -1,0 +1,323 @@
+"""core_algos against numbers worked out by hand (the arithmetic is in the comments)."""
+
+import math
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from verl.trainer.ppo.core_algos import (
+    LOSS_AGG_MODES,
+    agg_loss,
+    compute_grpo_outcome_advantage,
+    compute_outcome_advantage,
+    compute_policy_loss,
+    compute_rloo_outcome_advantage,
+    entropy_from_logits,
+    kl_penalty,
+    log_probs_from_logits,
+    masked_mean,
+)
+
+# ---------------------------------------------------------------------------------------------
+# advantages
+
+# group a = [2, 0, 1] (interleaved with b), group b = [0.5, 0.5] (constant), group c = [1] (singleton)
+SCORES = torch.tensor([2.0, 0.5, 0.0, 0.5, 1.0, 1.0])
+GROUPS = ["a", "b", "a", "b", "a", "c"]
+
+
+def test_grpo_normalised_by_unbiased_std():
+    # a: mean 1, deviations [1, -1, 0], unbiased var (1 + 1 + 0) / 2 = 1, std 1 -> [1, -1, 0] / (1 + eps)
+    # (the population std sqrt(2/3) would give +-1.2247 instead)
+    # b: constant -> deviations 0 -> 0; c: singleton -> 0
+    eps = 1e-6
+    expected = torch.tensor([1 / (1 + eps), 0.0, -1 / (1 + eps), 0.0, 0.0, 0.0])
+    assert_close(compute_grpo_outcome_advantage(SCORES, GROUPS), expected)
+
+
+def test_grpo_without_std_norm_is_mean_centred():
+    # a: [2, 0, 1] - 1 = [1, -1, 0]; b: 0.5 - 0.5 = 0; c: singleton -> 0
+    expected = torch.tensor([1.0, 0.0, -1.0, 0.0, 0.0, 0.0])
+    assert_close(compute_grpo_outcome_advantage(SCORES, GROUPS, norm_adv_by_std=False), expected)
+
+
+def test_grpo_std_scales_deviation():
+    # [3, 0, 0]: mean 1, deviations [2, -1, -1], unbiased var (4 + 1 + 1) / 2 = 3, std sqrt(3)
+    adv = compute_grpo_outcome_advantage(torch.tensor([3.0, 0.0, 0.0]), [7, 7, 7], eps=0.0)
+    s3 = math.sqrt(3)
+    assert_close(adv, torch.tensor([2 / s3, -1 / s3, -1 / s3]))
+
+
+def test_rloo_leave_one_out_baseline():
+    # a: 2 - (0 + 1)/2 = 1.5; 0 - (2 + 1)/2 = -1.5; 1 - (2 + 0)/2 = 0
+    # b: 0.5 - 0.5 = 0; c: singleton -> 0
+    expected = torch.tensor([1.5, 0.0, -1.5, 0.0, 0.0, 0.0])
+    assert_close(compute_rloo_outcome_advantage(SCORES, GROUPS), expected)
+    # group of 4 = [1, 0, 0, 0]: 1 - 0 = 1; 0 - (1 + 0 + 0)/3 = -1/3
+    assert_close(
+        compute_rloo_outcome_advantage(torch.tensor([1.0, 0.0, 0.0, 0.0]), ["d"] * 4),
+        torch.tensor([1.0, -1 / 3, -1 / 3, -1 / 3]),
+    )
+
+
+def test_outcome_advantage_dispatch_and_errors():
+    assert_close(
+        compute_outcome_advantage(SCORES, GROUPS, "rloo"), compute_rloo_outcome_advantage(SCORES, GROUPS)
+    )
+    assert_close(
+        compute_outcome_advantage(SCORES, GROUPS, "grpo", norm_adv_by_std_in_grpo=False),
+        torch.tensor([1.0, 0.0, -1.0, 0.0, 0.0, 0.0]),
+    )
+    with pytest.raises(ValueError, match="'gae'.*grpo.*rloo"):
+        compute_outcome_advantage(SCORES, GROUPS, "gae")
+    with pytest.raises(ValueError, match="group_ids has 2 entries but scores has 6"):
+        compute_grpo_outcome_advantage(SCORES, ["a", "b"])
+
+
+# ---------------------------------------------------------------------------------------------
+# masked_mean and agg_loss
+
+
+def test_masked_mean():
+    values = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    mask = torch.tensor([[1, 0], [1, 1]])
+    assert_close(masked_mean(values, mask), torch.tensor(8 / 3))  # (1 + 3 + 4) / 3
+    assert_close(masked_mean(values, mask, dim=-1), torch.tensor([1.0, 3.5]))  # [1/1, (3 + 4)/2]
+    assert_close(masked_mean(values, torch.zeros_like(mask)), torch.tensor(0.0))
+
+
+# row 2 is padding (mask all zero). Masked row sums: 1+2 = 3, 4+5+6 = 15, 0; tokens per row 2, 3, 0
+LOSS = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+MASK = torch.tensor([[1, 1, 0], [1, 1, 1], [0, 0, 0]])
+TRACE = torch.tensor([5, 5, 0])
+
+
+@pytest.mark.parametrize(
+    "mode, kwargs, expected",
+    [
+        ("token-mean", {}, 18 / 5),  # (3 + 15) / 5 tokens
+        ("seq-mean-token-sum", {}, 18 / 3),  # (3 + 15 + 0) / 3 rows, padding row counts
+        ("seq-mean-token-mean", {}, (3 / 2 + 15 / 3 + 0) / 3),  # = 6.5 / 3
+        ("seq-mean-token-sum-norm", {}, 18 / 3 / 3),  # norm_length defaults to T = 3
+        ("seq-mean-token-sum-norm", {"norm_length": 6}, 18 / 6 / 3),
+        ("seq-mean-token-norm-trace-length", {"trace_lengths": TRACE}, (3 / 5 + 15 / 5 + 0) / 3),  # = 1.2
+        ("seq-mean-token-sum", {"global_num_rows": 2}, 18 / 2),  # count only the real rows
+        ("token-mean", {"global_num_tokens": 9}, 18 / 9),
+    ],
+)
+def test_agg_loss_modes(mode, kwargs, expected):
+    assert_close(agg_loss(LOSS, MASK, mode, **kwargs), torch.tensor(expected))
+
+
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_agg_loss_micro_batches_sum_to_mini_batch(mode):
+    loss = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0], [0.5, -1.0, 2.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [0, 0, 0], [1, 0, 0]])
+    trace = torch.tensor([5, 5, 0, 4])
+    whole = agg_loss(loss, mask, mode, trace_lengths=trace)
+    totals = {"global_num_rows": 4, "global_num_tokens": 6}  # 4 rows, 2 + 3 + 0 + 1 tokens
+    parts = [
+        agg_loss(loss[rows], mask[rows], mode, trace_lengths=trace[rows], **totals)
+        for rows in (slice(0, 1), slice(1, 4))
+    ]
+    assert_close(parts[0] + parts[1], whole)
+
+
+def test_trace_length_mode_chunks_sum_to_trajectory_token_mean():
+    # trajectory A = rows 0 and 1 (two chunks, tokens 1, 2 | 4, 5, 6: trace length 5, token-mean 18/5)
+    # trajectory B = row 2 (one chunk, tokens 2, 4: trace length 2, token-mean 3)
+    loss = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [2.0, 4.0, 9.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 1, 0]])
+    trace = torch.tensor([5, 5, 2])
+    # A's chunk rows alone, one trajectory: 3/5 + 15/5 = 3.6 = 18/5
+    assert_close(
+        agg_loss(
+            loss[:2], mask[:2], "seq-mean-token-norm-trace-length", trace_lengths=trace[:2], global_num_rows=1
+        ),
+        torch.tensor(18 / 5),
+    )
+    # both trajectories: (3/5 + 15/5 + 6/2) / 2 = (3.6 + 3) / 2 = 3.3
+    assert_close(
+        agg_loss(loss, mask, "seq-mean-token-norm-trace-length", trace_lengths=trace, global_num_rows=2),
+        torch.tensor(3.3),
+    )
+
+
+def test_agg_loss_errors():
+    with pytest.raises(ValueError, match="needs trace_lengths"):
+        agg_loss(LOSS, MASK, "seq-mean-token-norm-trace-length")
+    with pytest.raises(ValueError, match=r"rows \[1\]"):
+        agg_loss(LOSS, MASK, "seq-mean-token-norm-trace-length", trace_lengths=torch.tensor([5, 0, 0]))
+    with pytest.raises(ValueError, match="trace_lengths must have shape"):
+        agg_loss(LOSS, MASK, "seq-mean-token-norm-trace-length", trace_lengths=torch.tensor([5, 5]))
+    with pytest.raises(ValueError, match="'sum'.*token-mean"):
+        agg_loss(LOSS, MASK, "sum")
+    with pytest.raises(ValueError, match=r"\[B, T\]"):
+        agg_loss(LOSS, MASK[:2], "token-mean")
+    with pytest.raises(ValueError, match="global_num_rows must be > 0"):
+        agg_loss(LOSS, MASK, "seq-mean-token-sum", global_num_rows=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# policy loss: clip_ratio_low 0.2 -> lower bound 0.8; clip_ratio_high 0.28 -> upper bound 1.28; c = 3
+#   row 0, A = +1, ratios [1.1, 1.5, 0.5]
+#     1.1: max(-1.1, -1.1) = -1.1                        not clipped
+#     1.5: max(-1.5, -1.28) = -1.28                      upper clip
+#     0.5: max(-0.5, -0.8) = -0.5                        not clipped (A > 0 ignores the lower bound)
+#   row 1, A = -1, ratios [0.5, 1.2, 5.0]
+#     0.5: max(0.5, 0.8) = 0.8, min(0.8, 3) = 0.8        lower clip
+#     1.2: max(1.2, 1.2) = 1.2                           not clipped
+#     5.0: max(5.0, 1.28) = 5.0, min(5.0, 3) = 3.0       dual clip
+
+RATIOS = torch.tensor([[1.1, 1.5, 0.5], [0.5, 1.2, 5.0]], dtype=torch.float64)
+ADV = torch.tensor([[1.0, 1.0, 1.0], [-1.0, -1.0, -1.0]], dtype=torch.float64)
+OLD = torch.tensor([[-1.0, -2.0, -0.5], [-3.0, -1.5, -4.0]], dtype=torch.float64)
+CLIP = {"clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "clip_ratio_c": 3.0}
+
+
+def _new_log_prob() -> torch.Tensor:
+    return (OLD + RATIOS.log()).requires_grad_(True)
+
+
+def test_policy_loss_values_and_clip_fractions():
+    out = compute_policy_loss(OLD, _new_log_prob(), ADV, torch.ones_like(ADV), **CLIP)
+    expected = torch.tensor([[-1.1, -1.28, -0.5], [0.8, 1.2, 3.0]], dtype=torch.float64)
+    assert_close(out.loss_mat, expected)
+    assert_close(
+        out.clipfrac, torch.tensor(2 / 6, dtype=torch.float64)
+    )  # 1.5 (upper) and 0.5 with A<0 (lower)
+    assert_close(out.clipfrac_lower, torch.tensor(1 / 6, dtype=torch.float64))  # ratio 5 with A<0
+    # approx_kl = mean(old - new) = -mean(log ratio)
+    logs = [math.log(r) for r in (1.1, 1.5, 0.5, 0.5, 1.2, 5.0)]
+    assert_close(out.approx_kl, torch.tensor(-sum(logs) / 6, dtype=torch.float64))
+    assert_close(out.tis_weight_mean, torch.tensor(1.0, dtype=torch.float64))
+
+
+def test_policy_loss_statistics_respect_mask():
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])  # drop the dual-clipped token
+    out = compute_policy_loss(OLD, _new_log_prob(), ADV, mask, **CLIP)
+    assert_close(out.clipfrac, torch.tensor(2 / 5, dtype=torch.float64))
+    assert_close(out.clipfrac_lower, torch.tensor(0.0, dtype=torch.float64))
+
+
+def test_clipped_tokens_get_zero_gradient():
+    log_prob = _new_log_prob()
+    out = compute_policy_loss(OLD, log_prob, ADV, torch.ones_like(ADV), **CLIP)
+    out.loss_mat.sum().backward()
+    # unclipped: d(-A * exp(lp - old)) / d lp = -A * ratio; clipped (upper, lower, dual): 0
+    expected = torch.tensor([[-1.1, 0.0, -0.5], [0.0, 1.2, 0.0]], dtype=torch.float64)
+    assert_close(log_prob.grad, expected)
+
+
+def test_truncated_importance_sampling_weights_are_capped():
+    # old - rollout = log w_raw; cap 2: row 0 [0.5, 1, 4] -> [0.5, 1, 2]; row 1 [2, 3, 1.5] -> [2, 2, 1.5]
+    w_raw = torch.tensor([[0.5, 1.0, 4.0], [2.0, 3.0, 1.5]], dtype=torch.float64)
+    rollout = OLD - w_raw.log()
+    log_prob = _new_log_prob()
+    out = compute_policy_loss(
+        OLD, log_prob, ADV, torch.ones_like(ADV), rollout_log_prob=rollout, tis_imp_ratio_cap=2.0, **CLIP
+    )
+    # [[-1.1, -1.28, -0.5], [0.8, 1.2, 3.0]] * [[0.5, 1, 2], [2, 2, 1.5]]
+    expected = torch.tensor([[-0.55, -1.28, -1.0], [1.6, 2.4, 4.5]], dtype=torch.float64)
+    assert_close(out.loss_mat, expected)
+    assert_close(out.tis_weight_mean, torch.tensor(9 / 6, dtype=torch.float64))  # (0.5+1+2+2+2+1.5) / 6
+    out.loss_mat.sum().backward()
+    # the weight is a constant: unclipped gradients [-1.1, -0.5 | 1.2] scaled by 0.5, 2 | 2
+    assert_close(log_prob.grad, torch.tensor([[-0.55, 0.0, -1.0], [0.0, 2.4, 0.0]], dtype=torch.float64))
+
+    # a non-positive cap turns TIS off even when rollout log-probs are given
+    off = compute_policy_loss(
+        OLD, _new_log_prob(), ADV, torch.ones_like(ADV), rollout_log_prob=rollout, **CLIP
+    )
+    assert_close(off.loss_mat, torch.tensor([[-1.1, -1.28, -0.5], [0.8, 1.2, 3.0]], dtype=torch.float64))
+    assert_close(off.tis_weight_mean, torch.tensor(1.0, dtype=torch.float64))
+
+
+def test_policy_loss_errors():
+    with pytest.raises(ValueError, match="clip_ratio_c must be > 1"):
+        compute_policy_loss(
+            OLD,
+            _new_log_prob(),
+            ADV,
+            torch.ones_like(ADV),
+            clip_ratio_low=0.2,
+            clip_ratio_high=0.2,
+            clip_ratio_c=1.0,
+        )
+    with pytest.raises(ValueError, match="advantages"):
+        compute_policy_loss(OLD, _new_log_prob(), ADV[:, :2], torch.ones_like(ADV), **CLIP)
+
+
+def test_extreme_log_ratio_stays_finite():
+    log_prob = torch.tensor([[100.0]], requires_grad=True)
+    out = compute_policy_loss(
+        torch.tensor([[-100.0]]), log_prob, torch.tensor([[-1.0]]), torch.ones(1, 1), **CLIP
+    )
+    assert_close(out.loss_mat, torch.tensor([[3.0]]))  # dual-clipped at -A * c
+    out.loss_mat.sum().backward()
+    assert torch.isfinite(log_prob.grad).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# entropy, kl, log-probs
+
+
+def test_entropy_from_logits():
+    # uniform over 4: ln 4
+    # p = [2/3, 1/3] from logits [ln 2, 0]: -(2/3 ln 2/3 + 1/3 ln 1/3) = ln 3 - (2/3) ln 2 = 0.636514
+    # [1000, 1000]: uniform over 2 = ln 2 (logits this large must not overflow)
+    # [1000, 0, 0, 0]: one-hot to float precision -> 0
+    logits = torch.tensor(
+        [
+            [0.0, 0.0, 0.0, 0.0],
+            [math.log(2), 0.0, -1e9, -1e9],
+            [1000.0, 1000.0, -1e9, -1e9],
+            [1000.0, 0.0, 0.0, 0.0],
+        ]
+    )
+    expected = torch.tensor([math.log(4), math.log(3) - 2 / 3 * math.log(2), math.log(2), 0.0])
+    assert_close(entropy_from_logits(logits), expected)
+
+
+def test_kl_penalty_types():
+    lp = torch.tensor([-1.0, -2.0])
+    ref = torch.tensor([-1.5, -1.0])  # lp - ref = [0.5, -1.0]; ref - lp = [-0.5, 1.0]
+    assert_close(kl_penalty(lp, ref, "kl"), torch.tensor([0.5, -1.0]))
+    assert_close(kl_penalty(lp, ref, "abs"), torch.tensor([0.5, 1.0]))
+    assert_close(kl_penalty(lp, ref, "mse"), torch.tensor([0.125, 0.5]))  # 0.5 * [0.25, 1]
+    # exp(-0.5) + 0.5 - 1 = 0.1065307; exp(1) - 1 - 1 = 0.7182818
+    assert_close(kl_penalty(lp, ref, "low_var_kl"), torch.tensor([math.exp(-0.5) - 0.5, math.e - 2]))
+    # ref - lp = 30: exp(30) - 31 is huge -> clamped to 10
+    assert_close(kl_penalty(torch.tensor([-30.0]), torch.tensor([0.0]), "low_var_kl"), torch.tensor([10.0]))
+    with pytest.raises(ValueError, match="'k2'.*low_var_kl"):
+        kl_penalty(lp, ref, "k2")
+
+
+def test_log_probs_from_logits_hand_computed():
+    logits = torch.tensor([[[0.0, math.log(3)], [0.0, math.log(3)]]])
+    labels = torch.tensor([[1, 0]])
+    # softmax([0, ln 3]) = [1/4, 3/4]
+    assert_close(log_probs_from_logits(logits, labels), torch.tensor([[math.log(3 / 4), math.log(1 / 4)]]))
+    # temperature 2: softmax([0, ln 3 / 2]) = [1, sqrt 3] / (1 + sqrt 3)
+    s3 = math.sqrt(3)
+    expected = torch.tensor([[math.log(s3 / (1 + s3)), math.log(1 / (1 + s3))]])
+    assert_close(log_probs_from_logits(logits, labels, temperature=2.0), expected)
+
+
+def test_log_probs_from_logits_matches_log_softmax_with_grad():
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 3, 5, generator=gen, requires_grad=True)
+    labels = torch.randint(0, 5, (2, 3), generator=gen)
+    out = log_probs_from_logits(logits, labels, temperature=0.7)
+    manual = torch.log_softmax(logits / 0.7, dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+    assert_close(out, manual)
+    (grad,) = torch.autograd.grad(out.sum(), logits)
+    (manual_grad,) = torch.autograd.grad(manual.sum(), logits)
+    assert_close(grad, manual_grad)
+    # bf16 logits are scored in float32
+    assert log_probs_from_logits(logits.detach().bfloat16(), labels).dtype == torch.float32
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        log_probs_from_logits(logits, labels, temperature=0.0)
+    with pytest.raises(ValueError, match=r"labels \[B, T\]"):
+        log_probs_from_logits(logits, labels[:, :2])

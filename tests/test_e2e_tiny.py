@@ -1,0 +1,110 @@
+"""End to end on the tiny model with real Ray, transformers and FSDP2: both thinking environments
+train, checkpoint, resume, and Delethink with one chunk is LongCoT."""
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from tests.e2e_utils import tiny_config
+from verl.trainer.launch import run
+from verl.utils.fs import read_jsonl
+
+pytestmark = pytest.mark.slow
+
+# LongCoT budget 24; Delethink C = 12, m = 2 + 4, later chunks 6, I = 3 -> 12 + 2 * 6 = 24
+LONGCOT = ("data.max_response_length=24",)
+DELETHINK = (
+    "data.max_response_length=12",
+    "algorithm.delethink.keep_head=2",
+    "algorithm.delethink.keep_tail=4",
+    "algorithm.delethink.intermediate_max_new_tokens=6",
+    "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=3",
+)
+MODES = {"tiny_longcot": LONGCOT, "tiny_delethink": DELETHINK}
+
+
+def weights(path):
+    return AutoModelForCausalLM.from_pretrained(path).state_dict()
+
+
+@pytest.mark.parametrize("name", ["tiny_longcot", "tiny_delethink"])
+def test_train_checkpoint_and_resume(name, tiny_assets, ray_session, tmp_path):
+    run_dir = tmp_path / name
+    cfg = tiny_config(
+        name, tiny_assets, run_dir, *MODES[name], "trainer.total_training_steps=2", "trainer.save_freq=1"
+    )
+    run(cfg)
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [1, 2]
+    for m in metrics:
+        assert torch.isfinite(torch.tensor(m["actor/pg_loss"])) and m["actor/grad_norm"] > 0
+    if name == "tiny_delethink":
+        assert (
+            metrics[0]["delethink/num_turns_max"] > 1
+        )  # an untrained model rarely stops: it uses its chunks
+        assert metrics[0]["delethink/correction_ratio"] >= 1.0
+
+    # weights changed, and the checkpoint is a loadable HF model
+    before, after = (
+        weights(tiny_assets / "model"),
+        weights(run_dir / "global_step_2" / "actor" / "huggingface"),
+    )
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    assert (run_dir / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    assert (run_dir / "rollouts" / "step_2.jsonl").exists() and (
+        run_dir / "rollouts" / "step_2_chunks.jsonl"
+    ).exists()
+
+    # resume: continues at step 3 with the data (and samples) an uninterrupted run would have seen
+    run(
+        tiny_config(
+            name, tiny_assets, run_dir, *MODES[name], "trainer.total_training_steps=3", "trainer.save_freq=1"
+        )
+    )
+    assert [m["step"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [1, 2, 3]
+    straight = tmp_path / f"{name}_straight"
+    run(
+        tiny_config(
+            name,
+            tiny_assets,
+            straight,
+            *MODES[name],
+            "trainer.total_training_steps=3",
+            "trainer.save_freq=-1",
+        )
+    )
+    resumed_rollouts = read_jsonl(run_dir / "rollouts" / "step_3.jsonl")
+    straight_rollouts = read_jsonl(straight / "rollouts" / "step_3.jsonl")
+    assert [r["prompt"] for r in resumed_rollouts] == [r["prompt"] for r in straight_rollouts]
+    assert [r["response"] for r in resumed_rollouts] == [r["response"] for r in straight_rollouts]
+
+
+def test_delethink_with_one_chunk_is_longcot(tiny_assets, ray_session, tmp_path):
+    common = (
+        "data.max_response_length=16",
+        "trainer.total_training_steps=1",
+        "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-norm-trace-length",
+    )
+    run(tiny_config("tiny_longcot", tiny_assets, tmp_path / "longcot", *common))
+    run(
+        tiny_config(
+            "tiny_delethink",
+            tiny_assets,
+            tmp_path / "delethink",
+            *common,
+            "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=1",
+            "algorithm.delethink.keep_head=2",
+            "algorithm.delethink.keep_tail=4",
+            "algorithm.delethink.intermediate_max_new_tokens=8",
+            "actor_rollout_ref.actor.fixed_num_optim_steps=null",
+        )
+    )
+    a = read_jsonl(tmp_path / "longcot" / "rollouts" / "step_1.jsonl")
+    b = read_jsonl(tmp_path / "delethink" / "rollouts" / "step_1.jsonl")
+    assert [r["response"] for r in a] == [r["response"] for r in b]
+    wa = weights(tmp_path / "longcot" / "global_step_1" / "actor" / "huggingface")
+    wb = weights(tmp_path / "delethink" / "global_step_1" / "actor" / "huggingface")
+    before = weights(tiny_assets / "model")
+    assert any(not torch.equal(before[k], wa[k]) for k in before)
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=0, atol=1e-6)

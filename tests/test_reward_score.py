@@ -1,0 +1,255 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from verl.utils.reward_score import (
+    default_compute_score,
+    default_compute_scores,
+    load_reward_function,
+    math_verify,
+)
+from verl.utils.reward_score.math_verify import compute_score, compute_scores
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data" / "math"
+# math-verify (its timeouts off) never finishes this: sympy tries to evaluate the power tower
+PATHOLOGICAL = "\\boxed{9^{9^{9^{9}}}}"
+
+
+def boxed(answer) -> str:
+    return f"<think>Let me think about it.</think> The answer is \\boxed{{{answer}}}"
+
+
+def reference_answers(name: str) -> list:
+    return [json.loads(line)["answer"] for line in (DATA / f"{name}.jsonl").open()]
+
+
+@pytest.mark.parametrize("name", ["aime24", "aime25", "amc23"])
+def test_every_reference_answer_scores_one_and_a_wrong_one_zero(name):
+    answers = reference_answers(name)
+    assert len(answers) >= 30
+    # the files hold zero-padded strings ("025"), ints and floats (27.0); the reward gets them as strings
+    truths = [str(a) for a in answers]
+    assert compute_scores([boxed(a) for a in answers], truths) == [1.0] * len(answers)
+    wrong = [boxed(int(float(a)) + 1) for a in answers]
+    assert compute_scores(wrong, truths) == [0.0] * len(answers)
+
+
+@pytest.mark.parametrize(
+    "solution, truth, expected",
+    [
+        (boxed("25"), "025", 1.0),
+        (boxed("27"), "27.0", 1.0),
+        (boxed("0.5"), "\\frac{1}{2}", 1.0),
+        (boxed("\\dfrac{3}{4}"), "0.75", 1.0),
+        (boxed("2^{1/2}"), "\\sqrt{2}", 1.0),
+        (boxed("\\frac{1}{3}"), "0.5", 0.0),
+        ("<think>maybe 7</think> The answer is 7.", "7", 0.0),  # no boxed answer
+        ("<think>so \\boxed{7}</think> I am not sure.", "7", 0.0),  # boxed only inside the thinking
+        ("<think>first \\boxed{5}</think> finally \\boxed{7}", "7", 1.0),  # the answer after </think> wins
+        ("<think>first \\boxed{5}</think> finally \\boxed{7}", "5", 0.0),
+        ("no thinking block, just \\boxed{5} then \\boxed{8}", "8", 1.0),  # the whole text, last box
+        ("no thinking block, just \\boxed{5} then \\boxed{8}", "5", 0.0),
+        ("\\boxed{\\frac{12}{16}}", "3/4", 1.0),
+    ],
+)
+def test_compute_score(solution, truth, expected):
+    assert compute_score("math", solution, truth) == expected
+
+
+@pytest.mark.parametrize(
+    "solution",
+    [
+        "",
+        "\\boxed{}",
+        "\\boxed{{{{",
+        "\\boxed{\\frac{1}{0}}",
+        "\\boxed{\\sqrt{}}",
+        "\\boxed{\\left(}",
+        "\\boxed{\x00\x01}",
+        "</think>",
+        "\\boxed{\\begin{pmatrix}1&2\\end{pmatrix}}",
+        "\\boxed{nan}",
+    ],
+)
+def test_odd_answers_score_zero_without_raising(solution):
+    assert compute_score("math", solution, "1") == 0.0
+
+
+def test_batch_keeps_order_and_skips_unboxed_items():
+    solutions = ["no answer", boxed(3), boxed(4), "still none", boxed("\\frac{1}{2}")]
+    assert compute_scores(solutions, ["1", "3", "5", "2", "0.5"]) == [0.0, 1.0, 0.0, 0.0, 1.0]
+    assert compute_scores([], []) == []
+    with pytest.raises(ValueError, match="2 solution strings but 1 ground truths"):
+        compute_scores(["a", "b"], ["1"])
+    with pytest.raises(ValueError, match="timeout_s must be > 0 seconds, got 0"):
+        compute_scores([boxed(1)], ["1"], timeout_s=0)
+
+
+def test_safe_from_a_thread_pool():
+    # math-verify's own signal-based timeouts raise ValueError here; ours must not
+    solutions = [boxed(i) for i in range(24)]
+    truths = [str(i if i % 3 else i + 1) for i in range(24)]  # every third one is wrong
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        scores = list(pool.map(lambda st: compute_score("math", *st), zip(solutions, truths, strict=True)))
+    assert scores == [0.0 if i % 3 == 0 else 1.0 for i in range(24)]
+
+
+def test_a_pathological_answer_is_cut_off_and_the_worker_restarts():
+    compute_score("math", boxed(1), "1")  # make sure a worker is up
+    first_pid = math_verify._worker.process.pid
+    start = time.perf_counter()
+    assert compute_score("math", PATHOLOGICAL, "1", timeout_s=1.0) == 0.0
+    assert time.perf_counter() - start < 1.0 + 2.0
+    with pytest.raises(ProcessLookupError):  # the stuck worker was killed
+        os.kill(first_pid, 0)
+    # in a batch the items on either side of the pathological one are scored normally
+    scores = compute_scores([boxed(2), PATHOLOGICAL, boxed(3), boxed(5)], ["2", "1", "3", "4"], timeout_s=1.0)
+    assert scores == [1.0, 0.0, 1.0, 0.0]
+    assert compute_score("math", boxed("\\frac{1}{2}"), "0.5") == 1.0
+    assert math_verify._worker.process.pid != first_pid
+
+
+def test_a_worker_killed_from_outside_is_replaced():
+    compute_score("math", boxed(1), "1")
+    os.kill(math_verify._worker.process.pid, signal.SIGKILL)
+    math_verify._worker.process.wait()
+    assert compute_score("math", boxed(7), "7") == 1.0
+
+
+def run_scoring_script(body: str) -> subprocess.Popen:
+    script = "from verl.utils.reward_score import math_verify as mv\n"
+    return subprocess.Popen(
+        [sys.executable, "-c", script + textwrap.dedent(body)], stdout=subprocess.PIPE, text=True
+    )
+
+
+def wait_until_gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.slow
+def test_the_worker_exits_with_its_parent():
+    # a normal exit (atexit), no main guard needed in the calling script
+    parent = run_scoring_script("""
+        print(mv.compute_score("m", "\\\\boxed{1}", "1"), mv._worker.process.pid, flush=True)
+    """)
+    out, _ = parent.communicate(timeout=60)
+    score, worker_pid = out.split()
+    assert score == "1.0"
+    assert wait_until_gone(int(worker_pid), 5.0)
+
+    # the parent killed (no atexit) while its worker is stuck on a pathological answer
+    parent = run_scoring_script(f"""
+        mv.compute_score("m", "\\\\boxed{{1}}", "1")
+        print(mv._worker.process.pid, flush=True)
+        mv.compute_score("m", {PATHOLOGICAL!r}, "1", timeout_s=1.5)
+    """)
+    worker_pid = int(parent.stdout.readline())
+    time.sleep(0.5)  # let the worker get stuck
+    parent.kill()
+    parent.wait()
+    # sympy holds the GIL there, so only a watchdog outside Python can end it: after limit + grace
+    assert wait_until_gone(worker_pid, 10.0)
+
+
+@pytest.mark.slow
+def test_inside_ray_actors(ray_session):  # the session's Ray instance, from conftest.py
+    ray = ray_session
+
+    class Scorer:
+        def score(self, solutions, truths):
+            return compute_scores(solutions, truths)
+
+        def score_with_limit(self, solution, truth, timeout_s):
+            return compute_score("m", solution, truth, timeout_s=timeout_s)
+
+    class AsyncScorer:
+        async def score(self, solutions, truths):
+            return [compute_score("m", s, t) for s, t in zip(solutions, truths, strict=True)]
+
+    solutions = [boxed("025"), boxed(26), boxed("\\frac{1}{2}")]
+    truths = ["25", "25", "0.5"]
+    plain = ray.remote(num_cpus=0)(Scorer).remote()
+    threaded = ray.remote(num_cpus=0, max_concurrency=4)(Scorer).remote()
+    asynchronous = ray.remote(num_cpus=0)(AsyncScorer).remote()
+    calls = [plain.score.remote(solutions, truths), asynchronous.score.remote(solutions, truths)]
+    calls += [threaded.score.remote(solutions, truths) for _ in range(4)]
+    assert ray.get(calls, timeout=120) == [[1.0, 0.0, 1.0]] * 6
+    # the limit works there too, and the restarted worker scores the next call
+    assert ray.get(threaded.score_with_limit.remote(PATHOLOGICAL, "1", 1.0), timeout=60) == 0.0
+    assert ray.get(threaded.score_with_limit.remote(boxed(4), "4", 1.0), timeout=60) == 1.0
+
+
+def test_load_reward_function_default_and_from_a_file(tmp_path, monkeypatch):
+    assert load_reward_function(None, "compute_score") is default_compute_score
+    (tmp_path / "my_reward.py").write_text(
+        textwrap.dedent("""
+            from __future__ import annotations
+            from dataclasses import dataclass
+
+            @dataclass
+            class Weights:  # a dataclass needs its module in sys.modules while it is built
+                per_char: float = 1.0
+
+            def length_reward(data_source, solution_str, ground_truth, extra_info=None):
+                return Weights().per_char * len(solution_str)
+
+            NOT_A_FUNCTION = 3
+        """)
+    )
+    monkeypatch.chdir(tmp_path)
+    reward = load_reward_function("my_reward.py", "length_reward")
+    assert reward("m", "abcd", "1") == 4.0
+
+    with pytest.raises(ValueError, match=r"custom_reward_function\.path='missing\.py': no such file"):
+        load_reward_function("missing.py", "length_reward")
+    with pytest.raises(
+        ValueError, match=r"custom_reward_function\.name='reward': my_reward\.py defines no such"
+    ):
+        load_reward_function("my_reward.py", "reward")
+    with pytest.raises(
+        ValueError, match=r"custom_reward_function\.name='NOT_A_FUNCTION'.*an? int, not a function"
+    ):
+        load_reward_function("my_reward.py", "NOT_A_FUNCTION")
+    (tmp_path / "broken.py").write_text("import no_such_module_anywhere\n")
+    with pytest.raises(ValueError, match=r"custom_reward_function\.path='broken\.py': importing it failed"):
+        load_reward_function("broken.py", "compute_score")
+
+
+def test_math_verify_module_loads_as_a_custom_reward_file(monkeypatch):
+    monkeypatch.chdir(REPO)
+    reward = load_reward_function("verl/utils/reward_score/math_verify.py", "compute_score")
+    assert reward is not compute_score  # a second copy of the module, with its own worker
+    assert reward("m", boxed("025"), "25") == 1.0
+    assert reward("m", boxed("26"), "25") == 0.0
+
+
+def test_default_dispatch_by_data_source():
+    assert default_compute_score("aime24", boxed("025"), "25") == 1.0
+    assert default_compute_score("math500", boxed("0.5"), "\\frac{1}{2}") == 1.0
+    assert default_compute_scores(["a", "b"], [boxed(1), boxed(2)], ["1", "3"]) == [1.0, 0.0]
+    # synthetic sources go to the synthetic task's exact string match, where "07" is not "7"
+    assert default_compute_score("synthetic/running_sum", boxed("07"), "7") == 0.0
+    assert default_compute_score("synthetic/running_sum", boxed("7"), "7") == 1.0
+    assert default_compute_score("math", boxed("07"), "7") == 1.0
+    sources = ["synthetic/running_sum", "math", "synthetic/running_sum", "math"]
+    solutions = [boxed("07"), boxed("07"), boxed(3), "none"]
+    assert default_compute_scores(sources, solutions, ["7", "7", "3", "1"]) == [0.0, 1.0, 1.0, 0.0]
+    with pytest.raises(ValueError, match="2 data sources, 1 solution strings and 2 ground truths"):
+        default_compute_scores(["a", "b"], [boxed(1)], ["1", "3"])

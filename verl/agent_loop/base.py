@@ -1,0 +1,69 @@
+"""What an agent loop produces and how loops are registered.
+
+A trajectory is a list of turns. LongCoT has one turn; Delethink has one turn per chunk. Each turn
+keeps the exact prompt ids the engine saw and the exact tokens it sampled, so the trainer trains on
+what was sampled without re-tokenising anything.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl.workers.rollout.base import FinishReason, RolloutEngine, SamplingParams
+
+
+@dataclass
+class Turn:
+    prompt_ids: list[int]
+    response_ids: list[int]
+    rollout_log_probs: list[float]
+    finish_reason: FinishReason
+
+
+@dataclass
+class Trajectory:
+    turns: list[Turn]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def response_ids(self) -> list[int]:
+        """The whole thinking trace: every turn's sampled tokens, in order."""
+        return [t for turn in self.turns for t in turn.response_ids]
+
+    @property
+    def trace_length(self) -> int:
+        return sum(len(turn.response_ids) for turn in self.turns)
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turns)
+
+    @property
+    def has_eos(self) -> bool:
+        return self.turns[-1].finish_reason == "stop"
+
+
+class AgentLoop(ABC):
+    """Runs one trajectory against a rollout engine."""
+
+    def __init__(self, engine: RolloutEngine, **kwargs: Any) -> None:
+        self.engine = engine
+
+    @abstractmethod
+    async def run(self, prompt_ids: list[int], sampling_params: SamplingParams) -> Trajectory:
+        """`sampling_params.max_new_tokens` is the first turn's budget (data.max_response_length)."""
+
+
+AGENT_LOOPS: dict[str, type[AgentLoop]] = {}
+
+
+def register_agent_loop(name: str):
+    def decorator(cls: type[AgentLoop]) -> type[AgentLoop]:
+        if name in AGENT_LOOPS:
+            raise ValueError(f"agent loop {name!r} is already registered by {AGENT_LOOPS[name].__name__}")
+        AGENT_LOOPS[name] = cls
+        return cls
+
+    return decorator

@@ -1,0 +1,39 @@
+"""Runs many agent loops concurrently against one engine, so the engine can batch their requests."""
+
+from __future__ import annotations
+
+import asyncio
+
+from verl.agent_loop.base import AGENT_LOOPS, AgentLoop, Trajectory
+from verl.trainer.config_schema import PolicyIterationConfig
+from verl.workers.rollout.base import RolloutEngine, SamplingParams
+
+
+def build_agent_loop(config: PolicyIterationConfig, engine: RolloutEngine) -> AgentLoop:
+    import verl.agent_loop  # noqa: F401  (registers the built-in loops)
+
+    rollout = config.actor_rollout_ref.rollout
+    name = rollout.agent.default_agent_loop
+    if name == "delethink":
+        dt = config.algorithm.delethink
+        return AGENT_LOOPS[name](
+            engine,
+            keep_head=dt.keep_head,
+            keep_tail=dt.keep_tail,
+            intermediate_max_new_tokens=dt.intermediate_max_new_tokens,
+            max_chunks=rollout.multi_turn.max_assistant_turns,
+            trimmer_name=dt.trimmer_name,
+        )
+    return AGENT_LOOPS[name](engine)
+
+
+async def run_agent_loops(
+    loop: AgentLoop, prompts: list[list[int]], sampling_params: list[SamplingParams]
+) -> list[Trajectory]:
+    """One trajectory per prompt, in order. All loops start together so their first requests share a
+    batch; later requests (Delethink's next chunks) batch with whatever else is waiting."""
+    if len(prompts) != len(sampling_params):
+        raise ValueError(f"{len(prompts)} prompts but {len(sampling_params)} sampling params")
+    return list(
+        await asyncio.gather(*(loop.run(p, sp) for p, sp in zip(prompts, sampling_params, strict=True)))
+    )

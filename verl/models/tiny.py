@@ -1,0 +1,165 @@
+"""A from-scratch tiny causal LM and byte-level tokenizer, so every feature runs on a CPU with no downloads.
+
+    python -m verl.models.tiny --out outputs/tiny/init [--seed 0] [--force]
+
+The tokenizer maps each byte to one token (token id == byte value), so any text tokenizes without
+unknowns (after Unicode NFC normalisation) and an ASCII string of k characters is exactly k tokens:
+thinking budgets can be read off character counts. `<think>` and `</think>` are single tokens but not
+special, so they survive `decode(..., skip_special_tokens=True)` where the reward looks for `</think>`.
+
+Chat format: `<|system|>S<|user|>Q<|assistant|>A<|end|>`; the generation prompt is `<|assistant|><think>`,
+so a sampled response starts inside the thinking: `THINKING</think>\\boxed{ANSWER}<|end|>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from tokenizers import AddedToken, pre_tokenizers
+from transformers import (
+    GenerationConfig,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen2Tokenizer,
+)
+
+PAD = "<|pad|>"
+EOS = "<|end|>"
+SYSTEM = "<|system|>"
+USER = "<|user|>"
+ASSISTANT = "<|assistant|>"
+THINK_START = "<think>"
+THINK_END = "</think>"
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'system' %}<|system|>{{ message['content'] }}"
+    "{% elif message['role'] == 'user' %}<|user|>{{ message['content'] }}"
+    "{% elif message['role'] == 'assistant' %}<|assistant|>{{ message['content'] }}<|end|>"
+    "{% else %}{{ raise_exception('unknown chat role: ' + message['role']) }}"
+    "{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|><think>{% endif %}"
+)
+
+# About 1 M parameters: learns the synthetic task in a couple of CPU minutes.
+DEFAULT_DIMS = dict(
+    hidden_size=128,
+    intermediate_size=512,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=1024,
+)
+
+
+def _byte_symbols() -> list[str]:
+    """The 256 ByteLevel symbols ordered by the byte each stands for, so that token id == byte value.
+
+    ByteLevel writes a printable byte as the character with the same code point and moves every other
+    byte, in increasing order, to a character at code point 256 or above.
+    """
+    symbols = pre_tokenizers.ByteLevel.alphabet()
+    moved = iter(sorted(s for s in symbols if ord(s) >= 256))
+    return [chr(b) if chr(b) in symbols else next(moved) for b in range(256)]
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    # Built as a Qwen2Tokenizer because AutoTokenizer loads any qwen2 checkpoint with that class (and its
+    # NFC + ByteLevel pipeline): building with the same class makes a saved-then-loaded tokenizer identical
+    # to this one. With no merges its split regex changes nothing: every byte is its own token.
+    tokenizer = Qwen2Tokenizer(
+        vocab={symbol: i for i, symbol in enumerate(_byte_symbols())},
+        merges=[],
+        unk_token=None,  # every byte is in the vocabulary; the class default would add an extra token
+        eos_token=EOS,
+        pad_token=PAD,
+        chat_template=CHAT_TEMPLATE,
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": [SYSTEM, USER, ASSISTANT]})
+    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in (THINK_START, THINK_END)])
+    return tokenizer
+
+
+def build_model(tokenizer: PreTrainedTokenizerFast, seed: int = 0, **dims: int) -> Qwen2ForCausalLM:
+    """A randomly initialised Qwen2 sized by DEFAULT_DIMS (overridable); same seed -> same weights."""
+    unknown = set(dims) - set(DEFAULT_DIMS)
+    if unknown:
+        raise ValueError(f"build_model: unknown dims {sorted(unknown)}; allowed: {sorted(DEFAULT_DIMS)}")
+    eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
+    config = Qwen2Config(
+        **{**DEFAULT_DIMS, **dims},
+        vocab_size=len(tokenizer),
+        tie_word_embeddings=True,
+        # there is no separate begin-of-sequence token: a document starts after an end, as in Qwen
+        bos_token_id=eos_id,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+        dtype="float32",
+    )
+    config._attn_implementation = "sdpa"
+    # fork the RNG so building a model does not move the caller's random stream
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=pad_id)
+    return model
+
+
+@contextmanager
+def atomic_dir(out_dir: str | Path, force: bool = False) -> Iterator[Path]:
+    """Yield a fresh temp dir next to `out_dir`; on success it replaces `out_dir` in one rename.
+
+    A crash leaves `out_dir` as it was. A non-empty `out_dir` is an error unless `force`.
+    """
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()) and not force:
+        raise FileExistsError(f"{out_dir} exists and is not empty")
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
+    old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+    for stale in (tmp, old):  # left by a crashed earlier run with the same pid
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if out_dir.exists():
+        os.replace(out_dir, old)
+        os.replace(tmp, out_dir)
+        shutil.rmtree(old)
+    else:
+        os.replace(tmp, out_dir)
+
+
+def save_tiny(out_dir: str | Path, seed: int = 0, force: bool = False) -> None:
+    tokenizer = build_tokenizer()
+    model = build_model(tokenizer, seed=seed)
+    with atomic_dir(out_dir, force=force) as tmp:
+        tokenizer.save_pretrained(tmp)
+        model.save_pretrained(tmp)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Write a from-scratch tiny model and tokenizer (HF format).")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--seed", type=int, default=0, help="weight init seed")
+    parser.add_argument("--force", action="store_true", help="overwrite a non-empty --out")
+    args = parser.parse_args(argv)
+    try:
+        save_tiny(args.out, seed=args.seed, force=args.force)
+    except FileExistsError as err:
+        sys.exit(f"error: {err}; use --force to overwrite it")
+    print(f"wrote tiny model and tokenizer to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,494 @@
+"""Typed view of the Hydra config: one dataclass per section.
+
+Every key the code reads is a field here. `load_config(cfg)` turns the composed OmegaConf tree into
+`PolicyIterationConfig` and checks types and rules, raising `ConfigError` with a message that names
+the key, its value and the rule, before Ray or any model starts. It reports every problem it finds at
+once, so a run with three typos needs one retry, not three.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import math
+import types
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from verl.utils.config_resolvers import register_resolvers
+
+CONFIG_DIR = Path(__file__).resolve().parent / "config"
+TINY_DIR = Path("outputs/tiny")  # where examples/prepare_tiny.sh writes the tiny model and data
+MAKE_TINY = "`bash examples/prepare_tiny.sh` (or `make tiny`)"
+
+ROLLOUT_NAMES = ("hf", "sglang")
+ROLLOUT_MODES = ("async",)
+ACTOR_STRATEGIES = ("fsdp2",)
+TRAINER_NAMES = ("ppo", "delethink")
+LOGGERS = ("console", "jsonl", "wandb")
+RESUME_MODES = ("auto", "disable", "path")
+DEVICES = ("cpu", "cuda")
+
+
+class ConfigError(ValueError):
+    """A config value breaks a rule. The message names the key, the value and the rule."""
+
+
+@dataclass
+class DataConfig:
+    train_files: list[str]
+    val_files: list[str]
+    prompt_key: str = "prompt"
+    max_prompt_length: int = 512  # tokens; Delethink: question + carry-over must fit
+    max_response_length: int = 256  # tokens; LongCoT: the budget B; Delethink: the chunk size C
+    train_batch_size: int = 8  # prompts per step (each repeated rollout.n times)
+    val_batch_size: int = -1  # -1: the whole validation set in one batch
+    shuffle: bool = True
+    seed: int = 1
+    filter_overlong_prompts: bool = True  # False: an overlong prompt is an error naming its row
+
+
+@dataclass
+class ModelConfig:
+    path: str  # a local HF model directory or a hub id (org/name)
+    enable_gradient_checkpointing: bool = False
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 1e-6
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.999)
+    lr_warmup_steps: int = 0
+
+
+@dataclass
+class ActorConfig:
+    strategy: str = "fsdp2"
+    ppo_mini_batch_size: int = 8  # in prompts; rows = ppo_mini_batch_size * rollout.n
+    ppo_micro_batch_size_per_gpu: int = 8  # rows per forward/backward
+    ppo_epochs: int = 1
+    fixed_num_optim_steps: int | None = None  # set: split each batch into exactly this many mini-batches
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.2
+    clip_ratio_c: float = 3.0  # dual-clip bound for negative advantages
+    tis_imp_ratio_cap: float = -1.0  # <= 0 disables truncated importance sampling
+    loss_agg_mode: str = "token-mean"
+    entropy_coeff: float = 0.0
+    use_kl_loss: bool = False
+    kl_loss_coef: float = 0.001
+    kl_loss_type: str = "low_var_kl"
+    grad_clip: float = 1.0
+    optim: OptimConfig = field(default_factory=OptimConfig)
+
+
+@dataclass
+class SamplingConfig:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    n: int = 1
+    do_sample: bool = True
+
+
+@dataclass
+class MultiTurnConfig:
+    max_assistant_turns: int = 1  # Delethink: I, the number of chunks
+
+
+@dataclass
+class AgentConfig:
+    default_agent_loop: str = "single_turn"  # single_turn | delethink
+
+
+@dataclass
+class RolloutConfig:
+    name: str = "hf"  # hf (CPU) | sglang (GPU)
+    mode: str = "async"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    n: int = 8
+    max_num_seqs: int = 256  # engine batch cap
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
+    val_kwargs: SamplingConfig = field(default_factory=SamplingConfig)
+
+
+@dataclass
+class RefConfig:
+    log_prob_micro_batch_size_per_gpu: int = 8
+
+
+@dataclass
+class ActorRolloutRefConfig:
+    model: ModelConfig
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    ref: RefConfig = field(default_factory=RefConfig)
+
+
+@dataclass
+class DelethinkConfig:
+    keep_head: int = 100
+    keep_tail: int = 3996
+    intermediate_max_new_tokens: int = 4096  # budget of every chunk after the first (C - m)
+    trimmer_name: str = "progressive"
+
+
+@dataclass
+class AlgorithmConfig:
+    adv_estimator: str = "grpo"  # grpo | rloo
+    norm_adv_by_std_in_grpo: bool = True
+    delethink: DelethinkConfig = field(default_factory=DelethinkConfig)
+
+
+@dataclass
+class RewardModelConfig:
+    reward_manager: str = "naive"  # naive | delethink
+
+
+@dataclass
+class CustomRewardFunctionConfig:
+    path: str | None = None  # a .py file defining `name`; None: the built-in dispatch by data_source
+    name: str = "compute_score"
+
+
+@dataclass
+class TrainerConfig:
+    name: str = "ppo"  # ppo (LongCoT) | delethink
+    project_name: str = "delethink"
+    experiment_name: str = "run"
+    group: str = "default"  # wandb group: LongCoT and Delethink runs of one study share it
+    logger: list[str] = field(default_factory=lambda: ["console", "jsonl"])
+    total_training_steps: int = 10
+    val_before_train: bool = True
+    test_freq: int = -1  # validate every N steps (and after the last); -1: never during training
+    save_freq: int = -1  # checkpoint every N steps (and after the last); -1: only after the last
+    resume_mode: str = "auto"  # auto | disable | path
+    resume_from_path: str | None = None
+    default_local_dir: str = "outputs/run"
+    log_rollouts: bool = True  # JSONL dumps under default_local_dir/rollouts/
+    nnodes: int = 1
+    n_gpus_per_node: int = 1
+    device: str = "cpu"
+    seed: int = 1
+
+
+@dataclass
+class PolicyIterationConfig:
+    data: DataConfig
+    actor_rollout_ref: ActorRolloutRefConfig
+    algorithm: AlgorithmConfig
+    reward_model: RewardModelConfig
+    custom_reward_function: CustomRewardFunctionConfig
+    trainer: TrainerConfig
+
+    @property
+    def is_delethink(self) -> bool:
+        """Whether trajectories are generated in Delethink's chunked environment."""
+        return self.actor_rollout_ref.rollout.agent.default_agent_loop == "delethink"
+
+    @property
+    def thinking_budget(self) -> int:
+        """Most thinking tokens one trajectory can hold: LongCoT's B, or Delethink's C + (I-1)(C-m)."""
+        if not self.is_delethink:
+            return self.data.max_response_length
+        from verl.agent_loop.trimmers import delethink_thinking_budget
+
+        return delethink_thinking_budget(
+            self.data.max_response_length,
+            self.algorithm.delethink.intermediate_max_new_tokens,
+            self.actor_rollout_ref.rollout.multi_turn.max_assistant_turns,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict of every value, for logging the run's config."""
+        return dataclasses.asdict(self)
+
+
+def compose_config(config_name: str, overrides: Sequence[str] = ()) -> DictConfig:
+    """The config that `main_policy_iteration --config-name=NAME OVERRIDES...` gets, composed in-process."""
+    from hydra import compose, initialize_config_dir
+
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name=config_name, overrides=list(overrides))
+
+
+def load_config(cfg: DictConfig, check_paths: bool = True) -> PolicyIterationConfig:
+    """Resolve `cfg`, convert it into dataclasses with type checks, then check the rules (and paths)."""
+    register_resolvers()
+    try:
+        missing = sorted(OmegaConf.missing_keys(cfg))
+        tree = OmegaConf.to_container(cfg, resolve=True)
+    except OmegaConfBaseException as e:
+        reason = str(e.msg).splitlines()[0]  # the rest repeats the key and OmegaConf's node type
+        raise ConfigError(f"{e.full_key}: cannot resolve the value: {reason}") from None
+    if missing:
+        raise _error([f"{key}: required, has no default (??? in the YAML); set {key}=..." for key in missing])
+
+    errors: list[str] = []
+    config = _build(PolicyIterationConfig, tree, "", errors)
+    if errors:
+        raise _error(errors)
+    errors = _rule_errors(config) + (_path_errors(config) if check_paths else [])
+    if errors:
+        raise _error(errors)
+    return config
+
+
+def _error(errors: list[str]) -> ConfigError:
+    if len(errors) == 1:
+        return ConfigError(errors[0])
+    return ConfigError(f"{len(errors)} problems:\n" + "\n".join(f"  - {e}" for e in errors))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Type checking: OmegaConf tree -> dataclasses
+
+_INVALID = object()  # stands in for a value that failed its check; the error is already recorded
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string"}
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def _build(cls: type, node: Any, path: str, errors: list[str]) -> Any:
+    if not isinstance(node, dict):
+        errors.append(f"{path}={node!r}: must be a section of keys")
+        return _INVALID
+    num_errors = len(errors)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for name in node:
+        if name not in fields:
+            close = difflib.get_close_matches(str(name), fields, n=1)
+            hint = f"did you mean {_join(path, close[0])}?" if close else f"known keys: {list(fields)}"
+            errors.append(f"{_join(path, str(name))}: unknown key; {hint}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for name, f in fields.items():
+        if name in node:
+            kwargs[name] = _convert(hints[name], node[name], _join(path, name), errors)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            errors.append(f"{_join(path, name)}: required key is missing")
+    return cls(**kwargs) if len(errors) == num_errors else _INVALID
+
+
+def _convert(tp: Any, value: Any, key: str, errors: list[str]) -> Any:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (tp,) = (a for a in args if a is not type(None))
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, key, errors)
+    if origin is list:
+        if isinstance(value, str):  # a single file or logger needs no brackets on the command line
+            value = [value]
+        if not isinstance(value, list):
+            errors.append(f"{key}={value!r}: must be a list")
+            return _INVALID
+        return [_convert(args[0], v, f"{key}[{i}]", errors) for i, v in enumerate(value)]
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            errors.append(f"{key}={value!r}: must be a list of {len(args)} values")
+            return _INVALID
+        items = enumerate(zip(args, value, strict=True))
+        return tuple(_convert(a, v, f"{key}[{i}]", errors) for i, (a, v) in items)
+    if tp not in _TYPE_NAMES:
+        raise TypeError(f"{key}: config_schema has no type check for annotation {tp!r}")
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is float and is_number and math.isfinite(value):
+        return float(value)
+    if (tp is int and is_number and isinstance(value, int)) or (tp in (bool, str) and isinstance(value, tp)):
+        return value
+    errors.append(f"{key}={value!r}: must be {_TYPE_NAMES[tp]}")
+    return _INVALID
+
+
+# ---------------------------------------------------------------------------------------------------
+# Rules between values
+
+
+def _rule_errors(c: PolicyIterationConfig) -> list[str]:
+    # registries live next to the code they name; imported here so that the schema module stays light
+    import verl.agent_loop  # noqa: F401  (registers the agent loops)
+    from verl.agent_loop.base import AGENT_LOOPS
+    from verl.agent_loop.trimmers import TRIMMERS
+    from verl.trainer.ppo import core_algos
+    from verl.workers.reward_manager import REWARD_MANAGERS
+
+    errors: list[str] = []
+
+    def check(key: str, ok: Callable[[Any], bool], rule: str) -> None:
+        value = functools.reduce(getattr, key.split("."), c)
+        if not ok(value):
+            errors.append(f"{key}={value!r}: {rule}")
+
+    def one_of(key: str, allowed: Sequence[str]) -> None:
+        check(key, lambda v: v in allowed, f"must be one of {list(allowed)}")
+
+    actor = "actor_rollout_ref.actor"
+    rollout = "actor_rollout_ref.rollout"
+    delethink = "algorithm.delethink"
+
+    for key in (
+        "data.max_prompt_length",
+        "data.max_response_length",
+        "data.train_batch_size",
+        f"{actor}.ppo_mini_batch_size",
+        f"{actor}.ppo_micro_batch_size_per_gpu",
+        f"{actor}.ppo_epochs",
+        f"{actor}.clip_ratio_high",
+        f"{actor}.grad_clip",
+        f"{actor}.optim.lr",
+        f"{rollout}.n",
+        f"{rollout}.max_num_seqs",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+        "trainer.total_training_steps",
+        "trainer.nnodes",
+        "trainer.n_gpus_per_node",
+    ):
+        check(key, lambda v: v > 0, "must be > 0")
+    for key in (f"{actor}.optim.weight_decay", f"{actor}.optim.lr_warmup_steps", f"{actor}.kl_loss_coef"):
+        check(key, lambda v: v >= 0, "must be >= 0")
+    for key in ("data.val_batch_size", "trainer.test_freq", "trainer.save_freq"):
+        check(key, lambda v: v == -1 or v > 0, "must be -1 (off / all at once) or > 0")
+    for key in ("data.train_files", "data.val_files"):
+        check(key, lambda v: len(v) > 0, "must list at least one file")
+    for key in (
+        "data.prompt_key",
+        "actor_rollout_ref.model.path",
+        "custom_reward_function.name",
+        "trainer.project_name",
+        "trainer.experiment_name",
+        "trainer.default_local_dir",
+    ):
+        check(key, lambda v: v != "", "must not be empty")
+
+    mini_batch = c.actor_rollout_ref.actor.ppo_mini_batch_size
+    check(
+        "data.train_batch_size",
+        lambda v: mini_batch <= 0 or v % mini_batch == 0,
+        f"must be divisible by {actor}.ppo_mini_batch_size={mini_batch} (both count prompts)",
+    )
+    check(f"{actor}.fixed_num_optim_steps", lambda v: v is None or v >= 1, "must be null or >= 1")
+    check(f"{actor}.clip_ratio_low", lambda v: 0 < v < 1, "must be in (0, 1): the lower clip bound is 1 - it")
+    check(f"{actor}.clip_ratio_c", lambda v: v > 1, "must be > 1 (the dual-clip bound is above the clip)")
+    check(f"{actor}.optim.betas", lambda v: all(0 <= b < 1 for b in v), "each beta must be in [0, 1)")
+    for sampling in (rollout, f"{rollout}.val_kwargs"):
+        check(f"{sampling}.temperature", lambda v: v >= 0, "must be >= 0 (0 means greedy)")
+        check(f"{sampling}.top_p", lambda v: 0 < v <= 1, "must be in (0, 1]")
+        check(f"{sampling}.top_k", lambda v: v == -1 or v > 0, "must be -1 (off) or > 0")
+    check(f"{rollout}.val_kwargs.n", lambda v: v >= 1, "must be >= 1")
+
+    one_of("algorithm.adv_estimator", core_algos.ADV_ESTIMATORS)
+    one_of(f"{actor}.loss_agg_mode", core_algos.LOSS_AGG_MODES)
+    one_of(f"{actor}.kl_loss_type", core_algos.KL_PENALTY_TYPES)
+    one_of(f"{delethink}.trimmer_name", list(TRIMMERS))
+    one_of("reward_model.reward_manager", list(REWARD_MANAGERS))
+    one_of(f"{rollout}.agent.default_agent_loop", list(AGENT_LOOPS))
+    one_of(f"{rollout}.name", ROLLOUT_NAMES)
+    one_of(f"{rollout}.mode", ROLLOUT_MODES)
+    one_of(f"{actor}.strategy", ACTOR_STRATEGIES)
+    one_of("trainer.name", TRAINER_NAMES)
+    one_of("trainer.resume_mode", RESUME_MODES)
+    one_of("trainer.device", DEVICES)
+    check("trainer.logger", lambda v: set(v) <= set(LOGGERS), f"every entry must be one of {list(LOGGERS)}")
+
+    estimator = c.algorithm.adv_estimator
+    check(
+        f"{rollout}.n",
+        lambda v: estimator not in ("grpo", "rloo") or v >= 2,
+        f"must be >= 2 with algorithm.adv_estimator={estimator!r}: a group of one has zero advantage",
+    )
+    resume_mode = c.trainer.resume_mode
+    check(
+        "trainer.resume_from_path",
+        lambda v: resume_mode != "path" or bool(v),
+        "must be set when trainer.resume_mode='path'",
+    )
+    device = c.trainer.device
+    check(
+        f"{rollout}.name",
+        lambda v: v != "sglang" or device == "cuda",
+        f"sglang runs on GPU only, but trainer.device={device!r}; use {rollout}.name=hf on CPU",
+    )
+
+    check(f"{rollout}.multi_turn.max_assistant_turns", lambda v: v >= 1, "must be >= 1")
+    if c.trainer.name == "ppo":
+        use_delethink_trainer = "trainer.name=ppo trains one row per trajectory; use trainer.name=delethink"
+        check(f"{rollout}.agent.default_agent_loop", lambda v: v != "delethink", use_delethink_trainer)
+        check(f"{rollout}.multi_turn.max_assistant_turns", lambda v: v <= 1, use_delethink_trainer)
+
+    if c.is_delethink:
+        chunk = c.data.max_response_length
+        head, tail = c.algorithm.delethink.keep_head, c.algorithm.delethink.keep_tail
+        check(f"{delethink}.keep_head", lambda v: v >= 0, "must be >= 0")
+        check(f"{delethink}.keep_tail", lambda v: v >= 1, "must be >= 1 (carry over the latest thinking)")
+        check(
+            f"{delethink}.keep_tail",
+            lambda v: head + v < chunk,
+            f"keep_head + keep_tail = {head} + {tail} must be < data.max_response_length={chunk} "
+            f"(the chunk size C): the carry-over must leave room to think",
+        )
+        check(
+            f"{delethink}.intermediate_max_new_tokens",
+            lambda v: 1 <= v <= chunk,
+            f"must be in [1, data.max_response_length={chunk}]",
+        )
+        check(
+            "data.max_prompt_length",
+            lambda v: v > head + tail,
+            f"must be > {delethink}.keep_head + keep_tail = {head + tail}: a chunk's prompt is the "
+            f"question plus the carry-over, so the question needs room too",
+        )
+    return errors
+
+
+# ---------------------------------------------------------------------------------------------------
+# Paths (relative to the working directory; Hydra does not chdir, see hydra.job.chdir)
+
+
+def _looks_like_hub_id(path: str) -> bool:
+    parts = path.split("/")
+    return len(parts) == 2 and all(parts) and not path.startswith((".", "/", "~")) and not Path(path).exists()
+
+
+def _path_errors(c: PolicyIterationConfig) -> list[str]:
+    errors: list[str] = []
+
+    def missing(key: str, path: str, problem: str) -> None:
+        hint = ""
+        if Path(path).resolve().is_relative_to(TINY_DIR.resolve()):
+            hint = f"; make the tiny model and data first: {MAKE_TINY}"
+        errors.append(f"{key}={path!r}: {problem}{hint}")
+
+    model_path = c.actor_rollout_ref.model.path
+    if not _looks_like_hub_id(model_path) and not (Path(model_path) / "config.json").is_file():
+        missing(
+            "actor_rollout_ref.model.path",
+            model_path,
+            "is neither a model directory with config.json nor a hub id like org/name",
+        )
+    for key in ("train_files", "val_files"):
+        for i, path in enumerate(getattr(c.data, key)):
+            if not Path(path).exists():
+                missing(f"data.{key}[{i}]", path, "no such file")
+    reward_path = c.custom_reward_function.path
+    if reward_path is not None and not Path(reward_path).is_file():
+        missing("custom_reward_function.path", reward_path, "no such file")
+    resume_path = c.trainer.resume_from_path
+    if c.trainer.resume_mode == "path" and resume_path and not Path(resume_path).exists():
+        missing("trainer.resume_from_path", resume_path, "no such checkpoint")
+    return errors

@@ -1,0 +1,301 @@
+"""SFT warm start: `python -m verl.trainer.main_sft [key=value ...]` (config: config/sft_tiny.yaml).
+
+Teaches the tiny model the reference LongCoT traces of the running-sum task (verl/data/synthetic.py):
+prompt = chat template + generation prompt, target = `THINKING</think>\\boxed{A}<|end|>`, loss on the
+target tokens only. Problems are drawn on the fly from `train.seed`, in a stream separate from the RL
+data files. At the end a held-out evaluation prints accuracy by problem size (greedy and temperature 1),
+then the model and tokenizer are saved with `save_pretrained`, atomically, to `output_dir`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import hydra
+import torch
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from tqdm import tqdm
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
+
+from verl.data.synthetic import LABELS, Problem, compute_score, make_problem, problem_sizes
+from verl.models.tiny import atomic_dir
+from verl.trainer.config_schema import ConfigError
+
+IGNORE_INDEX = -100  # label of a token that carries no loss (prompt and padding)
+
+
+@dataclass
+class ModelConfig:
+    path: str = "outputs/tiny/init"
+
+
+@dataclass
+class TaskConfig:
+    min_terms: int = 4
+    max_terms: int = 12
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 500
+    batch_size: int = 32
+    lr: float = 3e-3
+    warmup_steps: int = 25
+    min_lr_ratio: float = 0.1  # the cosine decay ends at lr * min_lr_ratio
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    seed: int = 0
+
+
+@dataclass
+class EvalConfig:
+    num_problems: int = 180  # held-out problems, spread evenly over the problem sizes
+    max_new_tokens: int = 96
+
+
+@dataclass
+class SFTConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    output_dir: str = "outputs/tiny/sft"
+    force: bool = False  # overwrite a non-empty output_dir
+    num_threads: int = 2
+    task: TaskConfig = field(default_factory=TaskConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+def load_sft_config(cfg: DictConfig) -> SFTConfig:
+    """Type-check `cfg` against SFTConfig and check the rules; a ConfigError names the key and value."""
+    try:
+        config: SFTConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SFTConfig), cfg))
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"{e.full_key}: {str(e.msg).splitlines()[0]}") from None
+    t = config.train
+    output_dir = Path(config.output_dir)
+    rules = [
+        (t.steps >= 1, f"train.steps={t.steps}: must be >= 1"),
+        (t.batch_size >= 1, f"train.batch_size={t.batch_size}: must be >= 1"),
+        (t.lr > 0, f"train.lr={t.lr}: must be > 0"),
+        (0 <= t.warmup_steps <= t.steps, f"train.warmup_steps={t.warmup_steps}: must be in [0, train.steps]"),
+        (0 <= t.min_lr_ratio <= 1, f"train.min_lr_ratio={t.min_lr_ratio}: must be in [0, 1]"),
+        (
+            1 <= config.task.min_terms <= config.task.max_terms <= len(LABELS),
+            f"task.min_terms={config.task.min_terms}, task.max_terms={config.task.max_terms}: "
+            f"need 1 <= min_terms <= max_terms <= {len(LABELS)}",
+        ),
+        (config.eval.num_problems >= 0, f"eval.num_problems={config.eval.num_problems}: must be >= 0"),
+        (config.eval.max_new_tokens >= 1, f"eval.max_new_tokens={config.eval.max_new_tokens}: must be >= 1"),
+        (config.num_threads >= 1, f"num_threads={config.num_threads}: must be >= 1"),
+        (
+            (Path(config.model.path) / "config.json").is_file(),
+            f"model.path={config.model.path}: no model there (no config.json); create it with "
+            f"`python -m verl.models.tiny --out {config.model.path}`",
+        ),
+        (
+            config.force or not output_dir.is_dir() or not any(output_dir.iterdir()),
+            f"output_dir={config.output_dir}: exists and is not empty; set force=true to overwrite it",
+        ),
+    ]
+    errors = [message for ok, message in rules if not ok]
+    if errors:
+        raise ConfigError("\n".join(errors))
+    return config
+
+
+def encode_example(tokenizer: PreTrainedTokenizerBase, problem: Problem) -> tuple[list[int], list[int]]:
+    """(prompt ids, target ids): the chat prompt ending in `<think>`, and the reference response + eos."""
+    messages = [{"role": "user", "content": problem.question}]
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=False)
+    target = tokenizer.encode(problem.response, add_special_tokens=False) + [tokenizer.eos_token_id]
+    return prompt, target
+
+
+def collate(examples: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded input ids, attention mask and labels (IGNORE_INDEX on prompt and padding)."""
+    width = max(len(p) + len(t) for p, t in examples)
+    input_ids = torch.full((len(examples), width), pad_id)
+    attention_mask = torch.zeros((len(examples), width), dtype=torch.long)
+    labels = torch.full((len(examples), width), IGNORE_INDEX)
+    for row, (prompt, target) in enumerate(examples):
+        ids = prompt + target
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention_mask[row, : len(ids)] = 1
+        labels[row, len(prompt) : len(ids)] = torch.tensor(target)
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def sample_batch(
+    rng: random.Random, tokenizer: PreTrainedTokenizerBase, batch_size: int, task: TaskConfig
+) -> dict[str, torch.Tensor]:
+    problems = [make_problem(rng, rng.randint(task.min_terms, task.max_terms)) for _ in range(batch_size)]
+    return collate([encode_example(tokenizer, p) for p in problems], tokenizer.pad_token_id)
+
+
+def sft_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Mean next-token cross-entropy over the target tokens of the batch."""
+    return model(**batch).loss
+
+
+def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
+    """Linear warm-up to 1, then cosine decay to `min_ratio` at the last step."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, total_steps - 1 - warmup_steps)
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def train(
+    model: PreTrainedModel, next_batch: Callable[[], dict[str, torch.Tensor]], cfg: TrainConfig
+) -> list[float]:
+    """AdamW for `cfg.steps` steps on batches from `next_batch`; returns the loss of every step."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(step, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)
+    )
+    model.train()
+    losses = []
+    progress = tqdm(range(cfg.steps), desc="sft", unit="step")
+    for _ in progress:
+        loss = sft_loss(model, next_batch())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        progress.set_postfix(loss=f"{losses[-1]:.4f}", lr=f"{schedule.get_last_lr()[0]:.2e}")
+    model.eval()
+    return losses
+
+
+@dataclass
+class Outcome:
+    num_terms: int
+    correct: bool
+    thinking_tokens: int  # tokens before `</think>` (all of them if the thinking never closed)
+    response_tokens: int  # every generated token up to and including eos
+
+
+@torch.no_grad()
+def evaluate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    problems: list[Problem],
+    max_new_tokens: int,
+    do_sample: bool,
+) -> list[Outcome]:
+    """Generate a response per problem (greedy, or sampled at temperature 1) and score it."""
+    think_end_id = tokenizer.convert_tokens_to_ids("</think>")
+    # top_k=0 and top_p=1 switch off truncation: plain temperature-1 sampling, as RL rollouts use
+    sampling = (
+        dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0) if do_sample else {"do_sample": False}
+    )
+    outcomes = []
+    # problems of one size have prompts of one length, so each size is a batch that needs no padding
+    for size in sorted({p.num_terms for p in problems}):
+        group = [p for p in problems if p.num_terms == size]
+        prompts = torch.tensor([encode_example(tokenizer, p)[0] for p in group])
+        generated = model.generate(
+            input_ids=prompts,
+            attention_mask=torch.ones_like(prompts),
+            max_new_tokens=max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            **sampling,
+        )[:, prompts.shape[1] :].tolist()
+        for problem, ids in zip(group, generated, strict=True):
+            if tokenizer.eos_token_id in ids:
+                ids = ids[: ids.index(tokenizer.eos_token_id) + 1]
+            thinking = ids.index(think_end_id) if think_end_id in ids else len(ids)
+            text = tokenizer.decode(ids, skip_special_tokens=True)
+            outcomes.append(Outcome(size, compute_score(text, problem.answer) == 1.0, thinking, len(ids)))
+    return outcomes
+
+
+def summarize(greedy: list[Outcome], sampled: list[Outcome]) -> dict[str, dict[str, float]]:
+    """Accuracy and thinking length by problem size ("all" for every size together)."""
+    sizes = sorted({o.num_terms for o in greedy})
+    summary = {}
+    for key, keep in [(str(n), lambda o, n=n: o.num_terms == n) for n in sizes] + [("all", lambda o: True)]:
+        g, s = [o for o in greedy if keep(o)], [o for o in sampled if keep(o)]
+        summary[key] = {
+            "problems": len(g),
+            "greedy_accuracy": sum(o.correct for o in g) / len(g),
+            "sampled_accuracy": sum(o.correct for o in s) / len(s),
+            "greedy_thinking_tokens_mean": sum(o.thinking_tokens for o in g) / len(g),
+            "sampled_thinking_tokens_max": max(o.thinking_tokens for o in s),
+            "sampled_response_tokens_max": max(o.response_tokens for o in s),
+        }
+    return summary
+
+
+def format_summary(summary: dict[str, dict[str, float]]) -> str:
+    lines = ["terms  problems  greedy_acc  sampled_acc(T=1)  thinking_tokens(greedy_mean,sampled_max)"]
+    for key, row in summary.items():
+        lines.append(
+            f"{key:>5}  {row['problems']:>8}  {row['greedy_accuracy']:>10.2f}"
+            f"  {row['sampled_accuracy']:>16.2f}"
+            f"  {row['greedy_thinking_tokens_mean']:>8.1f} {row['sampled_thinking_tokens_max']:>5}"
+        )
+    return "\n".join(lines)
+
+
+def run(config: SFTConfig) -> dict[str, dict[str, float]]:
+    task = config.task
+    torch.set_num_threads(config.num_threads)
+    torch.manual_seed(config.train.seed)
+    hf_logging.disable_progress_bar()  # one tqdm bar (training) is enough
+    tokenizer = AutoTokenizer.from_pretrained(config.model.path)
+    model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32)
+
+    # string seeds keep these streams apart from each other and from the RL data (integer seeds)
+    train_rng = random.Random(f"sft-train-{config.train.seed}")
+    start = time.perf_counter()
+    losses = train(
+        model, lambda: sample_batch(train_rng, tokenizer, config.train.batch_size, task), config.train
+    )
+    print(f"trained {len(losses)} steps in {time.perf_counter() - start:.0f}s, final loss {losses[-1]:.4f}")
+
+    summary = {}
+    if config.eval.num_problems > 0:
+        eval_rng = random.Random(f"sft-eval-{config.train.seed}")
+        sizes = problem_sizes(config.eval.num_problems, task.min_terms, task.max_terms)
+        problems = [make_problem(eval_rng, n) for n in sizes]
+        start = time.perf_counter()
+        greedy = evaluate(model, tokenizer, problems, config.eval.max_new_tokens, do_sample=False)
+        sampled = evaluate(model, tokenizer, problems, config.eval.max_new_tokens, do_sample=True)
+        summary = summarize(greedy, sampled)
+        print(f"evaluation on {len(problems)} held-out problems ({time.perf_counter() - start:.0f}s):")
+        print(format_summary(summary))
+
+    with atomic_dir(config.output_dir, force=config.force) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "sft_config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(config)))
+        metrics = {"losses": losses, "eval": summary}
+        (tmp / "sft_metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
+    print(f"saved the SFT model to {config.output_dir}")
+    return summary
+
+
+@hydra.main(config_path="config", config_name="sft_tiny", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    try:
+        config = load_sft_config(cfg)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        sys.exit(2)
+    run(config)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""From trajectories to the padded tensors the actor trains on.
+
+One `TrainRow` per turn: the exact prompt ids the engine saw and the exact tokens it sampled
+(token in, token out), the trajectory's advantage, and the length of the trajectory's whole
+thinking trace (the denominator of the trace-length-normalised loss).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from verl.agent_loop.base import Trajectory
+
+
+@dataclass
+class TrainRow:
+    prompt_ids: list[int]
+    response_ids: list[int]
+    rollout_log_probs: list[float]
+    advantage: float
+    trace_length: int
+    trajectory_index: int
+    trainable: bool = True  # False for rows added only to make the batch divisible
+
+
+def trajectory_rows(trajectories: Sequence[Trajectory], advantages: Sequence[float]) -> list[TrainRow]:
+    """One row per turn; every turn of a trajectory carries that trajectory's advantage."""
+    if len(trajectories) != len(advantages):
+        raise ValueError(f"{len(trajectories)} trajectories but {len(advantages)} advantages")
+    return [
+        TrainRow(turn.prompt_ids, turn.response_ids, turn.rollout_log_probs, float(adv), traj.trace_length, i)
+        for i, (traj, adv) in enumerate(zip(trajectories, advantages, strict=True))
+        for turn in traj.turns
+    ]
+
+
+def collate_rows(rows: Sequence[TrainRow], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Left-pad prompts and right-pad responses, so every response starts at the same column.
+
+    Column layout: [prompt (left-padded) | response (right-padded)]; `responses.shape[1]` tells where
+    the split is.
+    """
+    if not rows:
+        raise ValueError("cannot collate an empty batch")
+    n = len(rows)
+    p = max(len(r.prompt_ids) for r in rows)
+    t = max(1, max(len(r.response_ids) for r in rows))
+    input_ids = torch.full((n, p + t), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((n, p + t), dtype=torch.long)
+    response_mask = torch.zeros((n, t), dtype=torch.float32)
+    rollout_log_probs = torch.zeros((n, t), dtype=torch.float32)
+    for i, row in enumerate(rows):
+        if len(row.response_ids) != len(row.rollout_log_probs):
+            raise ValueError(
+                f"row {i}: {len(row.response_ids)} response tokens but {len(row.rollout_log_probs)} log-probs"
+            )
+        lp, lr = len(row.prompt_ids), len(row.response_ids)
+        input_ids[i, p - lp : p] = torch.tensor(row.prompt_ids, dtype=torch.long)
+        input_ids[i, p : p + lr] = torch.tensor(row.response_ids, dtype=torch.long)
+        attention_mask[i, p - lp : p + lr] = 1
+        rollout_log_probs[i, :lr] = torch.tensor(row.rollout_log_probs, dtype=torch.float32)
+        if row.trainable:
+            response_mask[i, :lr] = 1.0
+    advantages = torch.tensor([r.advantage for r in rows], dtype=torch.float32)[:, None] * response_mask
+    return {
+        "input_ids": input_ids,
+        "attention_mask": attention_mask,
+        "position_ids": (attention_mask.cumsum(-1) - 1).clamp(min=0),
+        "responses": input_ids[:, p:].clone(),
+        "response_mask": response_mask,
+        "rollout_log_probs": rollout_log_probs,
+        "advantages": advantages,
+        "trace_lengths": torch.tensor([max(r.trace_length, 1) for r in rows], dtype=torch.float32),
+        "trajectory_index": torch.tensor([r.trajectory_index for r in rows], dtype=torch.long),
+    }
+
+
+def select_rows(batch: dict[str, torch.Tensor], index: torch.Tensor | slice) -> dict[str, torch.Tensor]:
+    return {k: v[index] for k, v in batch.items()}
+
+
+def trim_padding_columns(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Drop columns that are padding in every row (micro-batches are often much shorter than the batch)."""
+    mask = batch["attention_mask"]
+    used = mask.any(dim=0).nonzero().flatten()
+    width = mask.shape[1]
+    t = batch["responses"].shape[1]
+    start = min(int(used[0]), width - t) if len(used) else width - t
+    end = max(int(used[-1]) + 1, width - t + 1) if len(used) else width - t + 1
+    resp_end = end - (width - t)
+    out = {}
+    for k, v in batch.items():
+        if v.dim() == 2 and v.shape[1] == width:
+            out[k] = v[:, start:end]
+        elif v.dim() == 2 and v.shape[1] == t:
+            out[k] = v[:, :resp_end]
+        else:
+            out[k] = v
+    return out

@@ -1,0 +1,299 @@
+"""The arithmetic of policy iteration: advantages, the PPO clipped loss, loss aggregation, KL and entropy.
+
+Pure torch over tensors: no I/O, no Ray, no config objects, so every function can be checked against
+numbers worked out by hand. Shapes: B rows (one per sample; in Delethink one per chunk), T response
+tokens per row, V vocabulary entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+ADV_ESTIMATORS: tuple[str, ...] = ("grpo", "rloo")
+LOSS_AGG_MODES: tuple[str, ...] = (
+    "token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum-norm",
+    "seq-mean-token-norm-trace-length",
+)
+KL_PENALTY_TYPES: tuple[str, ...] = ("kl", "abs", "mse", "low_var_kl")
+
+# exp() of a log-ratio beyond this overflows float32 or produces useless weights; clamping keeps
+# the forward finite and the backward free of inf * 0 = nan
+MAX_LOG_RATIO = 20.0
+
+
+# --------------------------------------------------------------------------------------------------
+# Outcome advantages: one scalar score per trajectory, compared within its group (same prompt)
+
+
+def _group_index(scores: Tensor, group_ids: Sequence[Hashable]) -> tuple[Tensor, int]:
+    """Dense group numbers 0..G-1 in order of first appearance, and G."""
+    if scores.dim() != 1:
+        raise ValueError(f"scores must be 1-D (one score per trajectory), got shape {tuple(scores.shape)}")
+    if len(group_ids) != scores.shape[0]:
+        raise ValueError(f"group_ids has {len(group_ids)} entries but scores has {scores.shape[0]}")
+    dense: dict[Hashable, int] = {}
+    index = [dense.setdefault(g, len(dense)) for g in group_ids]
+    return torch.tensor(index, dtype=torch.long, device=scores.device), len(dense)
+
+
+def _group_sums(values: Tensor, index: Tensor, num_groups: int) -> Tensor:
+    return torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add_(0, index, values)
+
+
+def compute_grpo_outcome_advantage(
+    scores: Tensor, group_ids: Sequence[Hashable], norm_adv_by_std: bool = True, eps: float = 1e-6
+) -> Tensor:
+    """(score - group mean) / (group std + eps), or only score - group mean when norm_adv_by_std is off.
+
+    The std is the unbiased one (divides by n - 1, torch.std's default), the estimate of the spread
+    of the prompt's reward distribution from n samples. A group of size 1 has no baseline to compare
+    with and gets advantage 0; a group whose members all scored the same gets 0 as well.
+    """
+    scores = scores.detach().to(torch.promote_types(scores.dtype, torch.float32))
+    index, num_groups = _group_index(scores, group_ids)
+    counts = torch.bincount(index, minlength=num_groups).to(scores.dtype)
+    centred = scores - (_group_sums(scores, index, num_groups) / counts)[index]
+    if norm_adv_by_std:
+        variance = _group_sums(centred**2, index, num_groups) / (counts - 1).clamp(min=1)
+        centred = centred / (variance.sqrt()[index] + eps)
+    return torch.where(counts[index] > 1, centred, torch.zeros_like(centred))
+
+
+def compute_rloo_outcome_advantage(scores: Tensor, group_ids: Sequence[Hashable]) -> Tensor:
+    """score - mean score of the OTHER members of its group (leave-one-out baseline); size-1 group -> 0."""
+    scores = scores.detach().to(torch.promote_types(scores.dtype, torch.float32))
+    index, num_groups = _group_index(scores, group_ids)
+    counts = torch.bincount(index, minlength=num_groups).to(scores.dtype)[index]
+    others_mean = (_group_sums(scores, index, num_groups)[index] - scores) / (counts - 1).clamp(min=1)
+    return torch.where(counts > 1, scores - others_mean, torch.zeros_like(scores))
+
+
+def compute_outcome_advantage(
+    scores: Tensor, group_ids: Sequence[Hashable], estimator: str, norm_adv_by_std_in_grpo: bool = True
+) -> Tensor:
+    if estimator == "grpo":
+        return compute_grpo_outcome_advantage(scores, group_ids, norm_adv_by_std=norm_adv_by_std_in_grpo)
+    if estimator == "rloo":
+        return compute_rloo_outcome_advantage(scores, group_ids)
+    raise ValueError(f"unknown advantage estimator {estimator!r}; choose one of {ADV_ESTIMATORS}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Loss aggregation
+
+
+def masked_mean(values: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
+    """Mean of `values` where the 0/1 `mask` is 1; 0 (not nan) where nothing is selected."""
+    mask = mask.to(values.dtype)
+    if dim is None:
+        return (values * mask).sum() / mask.sum().clamp(min=1)
+    return (values * mask).sum(dim) / mask.sum(dim).clamp(min=1)
+
+
+def _positive(name: str, value: float) -> float:
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return float(value)
+
+
+def agg_loss(
+    loss_mat: Tensor,
+    loss_mask: Tensor,
+    loss_agg_mode: str,
+    *,
+    trace_lengths: Tensor | None = None,
+    norm_length: float | None = None,
+    global_num_rows: float | None = None,
+    global_num_tokens: float | None = None,
+) -> Tensor:
+    """Reduce a [B, T] per-token loss to a scalar.
+
+    The denominators global_num_rows / global_num_tokens default to this batch's row count B and
+    token count mask.sum(). A caller that splits a mini-batch into micro-batches passes the
+    mini-batch's counts instead, so the micro-batch losses add up to exactly the mini-batch loss.
+
+    Rows whose mask is all zero (padding rows) add 0 to the numerator but still count in the default
+    row count; pass global_num_rows to count only real rows.
+
+    Modes (n_rows, n_tokens are the denominators above; sums over t run over masked tokens):
+      token-mean                        sum(loss) / n_tokens
+      seq-mean-token-sum                sum_rows(sum_t loss) / n_rows
+      seq-mean-token-mean               sum_rows(sum_t loss / tokens_in_row) / n_rows
+      seq-mean-token-sum-norm           sum_rows(sum_t loss) / norm_length / n_rows   (norm_length
+                                        defaults to T; usually the max response length)
+      seq-mean-token-norm-trace-length  sum_rows(sum_t loss / trace_length_row) / n_rows
+    The last is Delethink's: every chunk row of a trajectory carries the token count of the WHOLE
+    trace, so a trajectory's chunk rows together weigh like one token-mean over its full trace.
+    """
+    if loss_mat.dim() != 2 or loss_mat.shape != loss_mask.shape:
+        raise ValueError(
+            f"loss_mat and loss_mask must both be [B, T]; "
+            f"got {tuple(loss_mat.shape)} and {tuple(loss_mask.shape)}"
+        )
+    if loss_agg_mode not in LOSS_AGG_MODES:
+        raise ValueError(f"unknown loss_agg_mode {loss_agg_mode!r}; choose one of {LOSS_AGG_MODES}")
+    mask = loss_mask.to(loss_mat.dtype)
+    row_sums = (loss_mat * mask).sum(dim=-1)
+
+    if loss_agg_mode == "token-mean":
+        if global_num_tokens is None:
+            num_tokens = mask.sum().clamp(min=1)
+        else:
+            num_tokens = _positive("global_num_tokens", global_num_tokens)
+        return row_sums.sum() / num_tokens
+
+    num_rows = loss_mat.shape[0] if global_num_rows is None else _positive("global_num_rows", global_num_rows)
+    if loss_agg_mode == "seq-mean-token-sum":
+        return row_sums.sum() / num_rows
+    if loss_agg_mode == "seq-mean-token-mean":
+        return (row_sums / mask.sum(dim=-1).clamp(min=1)).sum() / num_rows
+    if loss_agg_mode == "seq-mean-token-sum-norm":
+        horizon = loss_mat.shape[-1] if norm_length is None else _positive("norm_length", norm_length)
+        return row_sums.sum() / horizon / num_rows
+
+    # seq-mean-token-norm-trace-length
+    if trace_lengths is None:
+        raise ValueError("loss_agg_mode 'seq-mean-token-norm-trace-length' needs trace_lengths (one per row)")
+    if trace_lengths.shape != row_sums.shape:
+        raise ValueError(
+            f"trace_lengths must have shape {tuple(row_sums.shape)} (one per row), "
+            f"got {tuple(trace_lengths.shape)}"
+        )
+    has_tokens = mask.sum(dim=-1) > 0
+    bad_rows = (has_tokens & (trace_lengths < 1)).nonzero().flatten().tolist()
+    if bad_rows:
+        raise ValueError(f"trace_lengths must be >= 1 for rows with response tokens; rows {bad_rows} are not")
+    # padding rows have row sum 0; clamping their length keeps 0 / 0 out of the sum
+    return (row_sums / trace_lengths.to(loss_mat.dtype).clamp(min=1)).sum() / num_rows
+
+
+# --------------------------------------------------------------------------------------------------
+# PPO clipped policy loss
+
+
+@dataclass
+class PolicyLossOutput:
+    loss_mat: Tensor  # [B, T] per-token loss, already multiplied by TIS weights; not aggregated
+    clipfrac: Tensor  # masked fraction of tokens where the clipped branch (upper or lower) was taken
+    clipfrac_lower: Tensor  # masked fraction where the dual clip (negative advantages) was active
+    approx_kl: Tensor  # masked mean of old_log_prob - log_prob
+    tis_weight_mean: Tensor  # masked mean of the TIS weights (1.0 when TIS is off)
+
+
+def compute_policy_loss(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+    clip_ratio_c: float = 3.0,
+    rollout_log_prob: Tensor | None = None,
+    tis_imp_ratio_cap: float = -1.0,
+) -> PolicyLossOutput:
+    """Per-token PPO loss with dual clipping and optional truncated importance sampling (TIS).
+
+    All inputs are [B, T] (advantages already broadcast to tokens). Only `log_prob` should carry grad.
+    TIS runs when tis_imp_ratio_cap > 0 and rollout_log_prob is given: the rollout engine sampled from
+    slightly different numbers than the trainer computes (kernels, precision), so each token's loss is
+    reweighted by min(pi_old / pi_rollout, cap), detached.
+    """
+    if clip_ratio_c <= 1.0:
+        raise ValueError(
+            f"clip_ratio_c must be > 1 (it caps the loss of negative advantages), got {clip_ratio_c}"
+        )
+    shapes = {"old_log_prob": old_log_prob.shape, "log_prob": log_prob.shape, "advantages": advantages.shape}
+    if rollout_log_prob is not None:
+        shapes["rollout_log_prob"] = rollout_log_prob.shape
+    wrong = {name: tuple(shape) for name, shape in shapes.items() if shape != response_mask.shape}
+    if wrong:
+        raise ValueError(f"expected shape {tuple(response_mask.shape)} like response_mask; got {wrong}")
+
+    log_ratio = (log_prob - old_log_prob).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)
+    ratio = torch.exp(log_ratio)
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1.0 - clip_ratio_low, 1.0 + clip_ratio_high)
+    # max of the two = pessimistic bound; where the clipped term wins its gradient is zero
+    clip_loss = torch.maximum(unclipped, clipped)
+    # dual clip: with A < 0 and a huge ratio the loss above grows without bound; cap it at -A * c
+    dual_cap = -advantages * clip_ratio_c
+    negative = advantages < 0
+    loss_mat = torch.where(negative, torch.minimum(clip_loss, dual_cap), clip_loss)
+
+    if tis_imp_ratio_cap > 0 and rollout_log_prob is not None:
+        tis_log_ratio = (old_log_prob - rollout_log_prob).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)
+        tis_weight = torch.exp(tis_log_ratio).clamp(max=tis_imp_ratio_cap).detach()
+        loss_mat = loss_mat * tis_weight
+        tis_weight_mean = masked_mean(tis_weight, response_mask)
+    else:
+        tis_weight_mean = torch.ones((), dtype=loss_mat.dtype, device=loss_mat.device)
+
+    with torch.no_grad():
+        clipfrac = masked_mean((clipped > unclipped).to(loss_mat.dtype), response_mask)
+        clipfrac_lower = masked_mean((negative & (clip_loss > dual_cap)).to(loss_mat.dtype), response_mask)
+        approx_kl = masked_mean(-log_ratio, response_mask)
+    return PolicyLossOutput(loss_mat, clipfrac, clipfrac_lower, approx_kl, tis_weight_mean)
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-token quantities from logits
+
+
+def entropy_from_logits(logits: Tensor) -> Tensor:
+    """Entropy of softmax(logits) over the last dim: logsumexp(z) - sum(p * z).
+
+    Computed on z - max(z): entropy does not change under a shift, and without it the two terms are
+    large and nearly equal, so their difference loses the digits that matter.
+    """
+    shifted = logits - logits.detach().amax(dim=-1, keepdim=True)
+    probs = torch.softmax(shifted, dim=-1)
+    return torch.logsumexp(shifted, dim=-1) - (probs * shifted).sum(dim=-1)
+
+
+def kl_penalty(log_prob: Tensor, ref_log_prob: Tensor, kl_type: str) -> Tensor:
+    """Per-token estimate of KL(policy || reference) from log-probs of the sampled tokens.
+
+    kl: k1 = lp - ref (unbiased, high variance); abs: |lp - ref|; mse: 0.5 * (lp - ref)^2;
+    low_var_kl: k3 = exp(ref - lp) - (ref - lp) - 1 (unbiased, never negative), clamped to [-10, 10].
+    """
+    diff = log_prob - ref_log_prob
+    if kl_type == "kl":
+        return diff
+    if kl_type == "abs":
+        return diff.abs()
+    if kl_type == "mse":
+        return 0.5 * diff.square()
+    if kl_type == "low_var_kl":
+        ref_minus_lp = (-diff).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)
+        return (torch.exp(ref_minus_lp) - ref_minus_lp - 1).clamp(-10.0, 10.0)
+    raise ValueError(f"unknown kl_type {kl_type!r}; choose one of {KL_PENALTY_TYPES}")
+
+
+def log_probs_from_logits(logits: Tensor, labels: Tensor, temperature: float = 1.0) -> Tensor:
+    """log softmax(logits / temperature) at `labels`: [B, T, V], [B, T] -> [B, T] (at least float32).
+
+    Goes one row at a time so the float32 copy and the softmax temporaries cost T * V, not B * T * V:
+    with a large vocabulary the logits already dominate memory.
+    """
+    if logits.dim() != 3 or labels.shape != logits.shape[:-1]:
+        raise ValueError(
+            f"expected logits [B, T, V] and labels [B, T]; got {tuple(logits.shape)}, {tuple(labels.shape)}"
+        )
+    temperature = _positive("temperature", temperature)
+    dtype = torch.promote_types(logits.dtype, torch.float32)
+    rows = []
+    for row_logits, row_labels in zip(logits, labels, strict=True):
+        scaled = row_logits.to(dtype) / temperature
+        picked = scaled.gather(-1, row_labels.unsqueeze(-1)).squeeze(-1)
+        rows.append(picked - torch.logsumexp(scaled, dim=-1))
+    if not rows:
+        return torch.empty(labels.shape, dtype=dtype, device=logits.device)
+    return torch.stack(rows)

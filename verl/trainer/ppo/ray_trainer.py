@@ -1,0 +1,275 @@
+"""RayPPOTrainer: the single-controller training loop on the Ray driver.
+
+One step: prompts -> rollout.n trajectories each (agent loop in the worker) -> reward on the full
+trace -> outcome advantages per group -> training rows -> old (and ref) log-probs -> PPO update ->
+new weights in the engine -> metrics, rollout dumps, checkpoint, validation.
+
+This class trains one row per trajectory (LongCoT). `RayDelethinkTrainer` overrides
+`build_training_batch` to train one row per chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+from tqdm import tqdm
+
+from verl.agent_loop.base import Trajectory
+from verl.data.rl_dataset import DataOrder, PromptItem
+from verl.trainer.config_schema import PolicyIterationConfig
+from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.batch import collate_rows, trajectory_rows
+from verl.utils import checkpoint
+from verl.utils.fs import atomic_write_jsonl, atomic_write_text
+from verl.utils.tracking import Tracking
+from verl.workers.rollout.base import SamplingParams
+
+VALIDATION_SEED_STREAM = 7919  # validation samples draw from their own seed stream, fixed across steps
+
+
+def derive_seed(*entropy: int) -> int:
+    return int(np.random.SeedSequence(list(entropy)).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def _stats(prefix: str, values: Sequence[float]) -> dict[str, float]:
+    arr = np.asarray(values, dtype=np.float64)
+    return {
+        f"{prefix}_mean": float(arr.mean()),
+        f"{prefix}_max": float(arr.max()),
+        f"{prefix}_min": float(arr.min()),
+    }
+
+
+def trajectory_metrics(prefix: str, trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Thinking length, chunk count, EOS rate and decode cost; the same names for every environment.
+
+    `context_token_steps` sums, over every sampled token, the context it attended to: the quantity
+    that grows quadratically with thinking length in LongCoT and linearly in Delethink.
+    """
+    cost = [
+        sum(len(t.prompt_ids) * len(t.response_ids) + len(t.response_ids) * (len(t.response_ids) + 1) // 2
+            for t in traj.turns)
+        for traj in trajectories
+    ]  # fmt: skip
+    return {
+        **_stats(f"{prefix}/thinking_tokens", [t.trace_length for t in trajectories]),
+        **_stats(f"{prefix}/num_turns", [t.num_turns for t in trajectories]),
+        f"{prefix}/has_eos_rate": float(np.mean([t.has_eos for t in trajectories])),
+        f"{prefix}/context_token_steps": float(np.sum(cost)),
+    }
+
+
+class RayPPOTrainer:
+    def __init__(
+        self,
+        config: PolicyIterationConfig,
+        tokenizer,
+        train_items: list[PromptItem],
+        val_items: list[PromptItem],
+        reward_manager,
+        worker: ray.actor.ActorHandle,
+    ) -> None:
+        self.config = config
+        self.tokenizer = tokenizer
+        self.train_items = train_items
+        self.val_items = val_items
+        self.reward_manager = reward_manager
+        self.worker = worker
+        data = config.data
+        self.data_order = DataOrder(len(train_items), data.train_batch_size, data.seed, data.shuffle)
+        self.run_dir = Path(config.trainer.default_local_dir)
+        self.cumulative: dict[str, float] = defaultdict(float)
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def fit(self) -> dict[str, float]:
+        cfg = self.config.trainer
+        resume_from = checkpoint.resolve_resume(self.run_dir, cfg.resume_mode, cfg.resume_from_path)
+        start_step = self.load_checkpoint(resume_from) if resume_from else 0
+        tracker = Tracking(
+            cfg.logger, self.run_dir, cfg.project_name, cfg.experiment_name, cfg.group,
+            self.config.to_dict(), resume_step=start_step,
+        )  # fmt: skip
+        last: dict[str, float] = {}
+        try:
+            if cfg.val_before_train and start_step == 0:
+                last = self.validate()
+                tracker.log(last, step=0)
+            bar = tqdm(
+                total=cfg.total_training_steps, initial=start_step, desc=cfg.experiment_name, unit="step"
+            )
+            for step in range(start_step + 1, cfg.total_training_steps + 1):
+                metrics = self.train_step(step)
+                is_last = step == cfg.total_training_steps
+                if cfg.test_freq > 0 and (step % cfg.test_freq == 0 or is_last):
+                    metrics.update(self.validate())
+                if is_last or (cfg.save_freq > 0 and step % cfg.save_freq == 0):
+                    self.save_checkpoint(step)
+                tracker.log(metrics, step=step)
+                last = metrics
+                bar.update(1)
+            bar.close()
+        finally:
+            tracker.finish()
+        return last
+
+    def train_step(self, step: int) -> dict[str, float]:
+        t_start = time.perf_counter()
+        cfg = self.config
+        rollout = cfg.actor_rollout_ref.rollout
+        items = [self.train_items[i] for i in self.data_order.batch_indices(step - 1)]
+        items = [item for item in items for _ in range(rollout.n)]  # a GRPO group per prompt, adjacent
+        group_ids = [j // rollout.n for j in range(len(items))]
+        sampling = [
+            SamplingParams(cfg.data.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k,
+                           seed=derive_seed(cfg.trainer.seed, step, j))
+            for j in range(len(items))
+        ]  # fmt: skip
+
+        timing: dict[str, float] = {}
+        t = time.perf_counter()
+        trajectories = ray.get(self.worker.generate.remote([it.prompt_ids for it in items], sampling))
+        timing["timing/gen_s"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        results = self.score(items, trajectories)
+        scores = torch.tensor([r.score for r in results], dtype=torch.float32)
+        advantages = core_algos.compute_outcome_advantage(
+            scores, group_ids, cfg.algorithm.adv_estimator, cfg.algorithm.norm_adv_by_std_in_grpo
+        )
+        timing["timing/reward_s"] = time.perf_counter() - t
+
+        batch, correction_ratio, batch_metrics = self.build_training_batch(trajectories, advantages.tolist())
+        t = time.perf_counter()
+        batch["old_log_probs"] = ray.get(self.worker.compute_log_prob.remote(batch))
+        if cfg.actor_rollout_ref.actor.use_kl_loss:
+            batch["ref_log_prob"] = ray.get(self.worker.compute_ref_log_prob.remote(batch))
+        timing["timing/old_log_prob_s"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        actor_metrics = ray.get(
+            self.worker.update_actor.remote(batch, self.num_mini_batches(), correction_ratio)
+        )
+        timing["timing/update_s"] = time.perf_counter() - t
+
+        if cfg.trainer.log_rollouts:
+            self.dump_rollouts(step, items, trajectories, results, advantages.tolist())
+        timing["timing/step_s"] = time.perf_counter() - t_start
+
+        traj_metrics = trajectory_metrics("train", trajectories)
+        self.cumulative["perf/cum_context_token_steps"] += traj_metrics["train/context_token_steps"]
+        self.cumulative["perf/cum_thinking_tokens"] += float(sum(t.trace_length for t in trajectories))
+        self.cumulative["perf/cum_time_s"] += timing["timing/step_s"]
+        return {
+            "train/score_mean": float(scores.mean()),
+            "train/advantage_abs_mean": float(advantages.abs().mean()),
+            "train/batch_rows": float(batch["responses"].shape[0]),
+            **traj_metrics,
+            **batch_metrics,
+            **actor_metrics,
+            **timing,
+            **self.cumulative,
+        }
+
+    # -- pieces a subclass may change ---------------------------------------------------------
+    def build_training_batch(
+        self, trajectories: list[Trajectory], advantages: list[float]
+    ) -> tuple[dict[str, torch.Tensor], float, dict[str, float]]:
+        """LongCoT: one row per trajectory. Returns (batch, loss correction ratio, extra metrics)."""
+        multi = [i for i, t in enumerate(trajectories) if t.num_turns != 1]
+        if multi:
+            raise ValueError(
+                f"trajectory {multi[0]} has {trajectories[multi[0]].num_turns} turns; the PPO trainer trains "
+                "one row per trajectory. Use trainer.name=delethink for chunked trajectories."
+            )
+        rows = trajectory_rows(trajectories, advantages)
+        return collate_rows(rows, self.tokenizer.pad_token_id), 1.0, {}
+
+    def num_mini_batches(self) -> int:
+        actor = self.config.actor_rollout_ref.actor
+        return actor.fixed_num_optim_steps or self.config.data.train_batch_size // actor.ppo_mini_batch_size
+
+    # -- reward, validation -------------------------------------------------------------------
+    def score(self, items: list[PromptItem], trajectories: list[Trajectory]):
+        return self.reward_manager(
+            trajectories, [it.data_source for it in items], [it.ground_truth for it in items],
+            [it.extra_info for it in items],
+        )  # fmt: skip
+
+    def validate(self) -> dict[str, float]:
+        cfg = self.config
+        val = cfg.actor_rollout_ref.rollout.val_kwargs
+        temperature = val.temperature if val.do_sample else 0.0
+        batch_size = cfg.data.val_batch_size if cfg.data.val_batch_size > 0 else len(self.val_items)
+        items_all, trajectories, results = [], [], []
+        for start in range(0, len(self.val_items), batch_size):
+            items = [it for it in self.val_items[start : start + batch_size] for _ in range(val.n)]
+            sampling = [
+                SamplingParams(cfg.data.max_response_length, temperature, val.top_p, val.top_k,
+                               seed=derive_seed(cfg.trainer.seed, VALIDATION_SEED_STREAM, start * val.n + j))
+                for j in range(len(items))
+            ]  # fmt: skip
+            trajs = ray.get(self.worker.generate.remote([it.prompt_ids for it in items], sampling))
+            items_all += items
+            trajectories += trajs
+            results += self.score(items, trajs)
+        by_source: dict[str, list[float]] = defaultdict(list)
+        for item, result in zip(items_all, results, strict=True):
+            by_source[item.data_source].append(result.score)
+        metrics = {f"val/{src}/score_mean@{val.n}": float(np.mean(s)) for src, s in by_source.items()}
+        metrics["val/score_mean"] = float(np.mean([r.score for r in results]))
+        metrics.update(trajectory_metrics("val", trajectories))
+        return metrics
+
+    # -- outputs ------------------------------------------------------------------------------
+    def dump_rollouts(self, step, items, trajectories, results, advantages) -> None:
+        out = self.run_dir / "rollouts"
+        decode = self.tokenizer.decode
+        flat, chunks = [], []
+        for i, (item, traj, result, adv) in enumerate(
+            zip(items, trajectories, results, advantages, strict=True)
+        ):
+            flat.append({
+                "step": step, "index": i, "data_source": item.data_source,
+                "prompt": decode(item.prompt_ids), "response": result.solution_str,
+                "ground_truth": item.ground_truth, "score": result.score, "advantage": adv,
+                "num_turns": traj.num_turns, "thinking_tokens": traj.trace_length, "has_eos": traj.has_eos,
+            })  # fmt: skip
+            for c, turn in enumerate(traj.turns):
+                chunks.append({
+                    "step": step, "index": i, "chunk": c, "prompt": decode(turn.prompt_ids),
+                    "response": decode(turn.response_ids), "prompt_tokens": len(turn.prompt_ids),
+                    "response_tokens": len(turn.response_ids), "finish_reason": turn.finish_reason,
+                })  # fmt: skip
+        atomic_write_jsonl(out / f"step_{step}.jsonl", flat)
+        atomic_write_jsonl(out / f"step_{step}_chunks.jsonl", chunks)
+
+    def save_checkpoint(self, step: int) -> Path:
+        tmp = checkpoint.temp_step_dir(self.run_dir, step)
+        ray.get(self.worker.save_checkpoint.remote(str(tmp / "actor")))
+        state: dict[str, Any] = {
+            "global_step": step,
+            "data_seed": self.config.data.seed,
+            "cumulative": dict(self.cumulative),
+        }
+        atomic_write_text(tmp / "trainer_state.json", json.dumps(state, indent=2))
+        return checkpoint.commit_step_dir(self.run_dir, step, tmp)
+
+    def load_checkpoint(self, path: Path) -> int:
+        state = json.loads((path / "trainer_state.json").read_text())
+        if state["data_seed"] != self.config.data.seed:
+            raise ValueError(
+                f"checkpoint {path} was trained with data.seed={state['data_seed']}, this run has "
+                f"data.seed={self.config.data.seed}: the data order would not continue"
+            )
+        ray.get(self.worker.load_checkpoint.remote(str(path / "actor")))
+        self.cumulative.update(state["cumulative"])
+        tqdm.write(f"resumed from {path} at step {state['global_step']}")
+        return int(state["global_step"])

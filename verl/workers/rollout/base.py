@@ -1,0 +1,44 @@
+"""The rollout engine interface: token ids in, token ids + log-probs + finish reason out.
+
+Every engine (the HF-transformers one on CPU, SGLang on GPU) implements `RolloutEngine`, so agent
+loops and trainers never know which one they talk to.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int
+    temperature: float = 1.0  # 0 means greedy
+    top_p: float = 1.0
+    top_k: int = -1  # -1 disables top-k
+    seed: int | None = None  # same seed + same prompt + same weights -> same tokens
+
+
+@dataclass
+class GenerateOutput:
+    token_ids: list[int]
+    # log-prob of each sampled token under softmax(logits / temperature), the same quantity the
+    # actor recomputes, so truncated importance sampling compares like with like
+    log_probs: list[float]
+    finish_reason: FinishReason  # "stop": an end-of-sequence token was sampled (and is included)
+
+
+class RolloutEngine(ABC):
+    @abstractmethod
+    async def generate(self, prompt_ids: list[int], sampling_params: SamplingParams) -> GenerateOutput:
+        """Sample one continuation of `prompt_ids`. Concurrent calls are batched together."""
+
+    @abstractmethod
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Load new policy weights (HF parameter names) in place; later calls sample from them."""
