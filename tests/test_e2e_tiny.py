@@ -1,6 +1,11 @@
 """End to end on the tiny model with real Ray, transformers and FSDP2: both thinking environments
 train, checkpoint, resume, and Delethink with one chunk is LongCoT."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
@@ -108,3 +113,44 @@ def test_delethink_with_one_chunk_is_longcot(tiny_assets, ray_session, tmp_path)
     assert any(not torch.equal(before[k], wa[k]) for k in before)
     for k in wa:
         torch.testing.assert_close(wa[k], wb[k], rtol=0, atol=1e-6)
+    # both environments log under the same names (Delethink adds its own delethink/* on top)
+    keys_a = set(read_jsonl(tmp_path / "longcot" / "metrics.jsonl")[0])
+    keys_b = set(read_jsonl(tmp_path / "delethink" / "metrics.jsonl")[0])
+    assert keys_a <= keys_b and all(k.startswith("delethink/") for k in keys_b - keys_a)
+
+
+def test_template_script_runs_with_overrides_and_validates(tiny_assets, tmp_path):
+    """The user-facing path: a shell script, Hydra overrides, validation at start-up, one step."""
+    repo = Path(__file__).resolve().parents[1]
+    overrides = [
+        f"actor_rollout_ref.model.path={tiny_assets / 'model'}",
+        f"data.train_files={tiny_assets / 'data' / 'train.jsonl'}",
+        f"data.val_files={tiny_assets / 'data' / 'val.jsonl'}",
+        f"trainer.default_local_dir={tmp_path / 'run'}",
+        "trainer.logger=[console,jsonl,wandb]",
+        "trainer.total_training_steps=1",
+        "trainer.test_freq=1",
+        "data.train_batch_size=2",
+        "actor_rollout_ref.rollout.n=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+        *DELETHINK,
+    ]
+    env = {**os.environ, "PYTHON": sys.executable, "WANDB_MODE": "offline"}
+    script = str(repo / "examples" / "delethink_template.sh")
+    done = subprocess.run(["bash", script, *overrides], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    metrics = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [0, 1]  # validation before training, then one step
+    assert "val/score_mean" in metrics[0] and "val/score_mean" in metrics[1]
+    assert list((tmp_path / "run" / "wandb").glob("offline-run-*"))
+    assert "step 1:" in done.stdout + done.stderr
+
+    bad = subprocess.run(
+        ["bash", script, *overrides, "algorithm.delethink.keep_tail=0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode != 0 and "algorithm.delethink.keep_tail" in bad.stderr
+    assert "Traceback" not in bad.stderr
