@@ -87,11 +87,15 @@ class DataParallelPPOActor:
                     norm_length=float(self.norm_length),
                 )
                 self.optimizer.zero_grad(set_to_none=True)
-                mini_loss = 0.0
+                # micro-batch losses add up to the mini-batch loss
+                mini_losses: dict[str, float] = defaultdict(float)
                 for mb in micro_batches(mini, cfg.ppo_micro_batch_size_per_gpu):
-                    mini_loss += self._backward_micro_batch(mb, denominators, correction_ratio, metrics)
-                # the micro-batch losses add up to the mini-batch loss
-                metrics["actor/pg_loss"].append(mini_loss)
+                    for name, value in self._backward_micro_batch(
+                        mb, denominators, correction_ratio, metrics
+                    ).items():
+                        mini_losses[name] += value
+                for name, value in mini_losses.items():
+                    metrics[name].append(value)
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
                 grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
                 if torch.isfinite(torch.tensor(grad_norm)):
@@ -102,8 +106,9 @@ class DataParallelPPOActor:
                     self.lr_scheduler.step()
         return {k: float(sum(v) / len(v)) for k, v in metrics.items()}
 
-    def _backward_micro_batch(self, mb, denominators, correction_ratio, metrics) -> float:
-        """Backward one micro-batch; returns its share of the mini-batch policy loss."""
+    def _backward_micro_batch(self, mb, denominators, correction_ratio, metrics) -> dict[str, float]:
+        """Backward one micro-batch; returns its shares of the mini-batch losses. Per-token statistics
+        (clip fractions, KL, entropy) go straight into `metrics`."""
         cfg = self.config
         mask = mb["response_mask"]
         logits = response_logits(self.model, mb)
@@ -125,6 +130,7 @@ class DataParallelPPOActor:
 
         pg_loss = agg(pl.loss_mat)
         loss = pg_loss
+        losses = {"actor/pg_loss": pg_loss.item()}
         with torch.set_grad_enabled(bool(cfg.entropy_coeff)):
             entropy = core_algos.entropy_from_logits(logits / self.temperature)
         if cfg.entropy_coeff:
@@ -132,7 +138,7 @@ class DataParallelPPOActor:
         if cfg.use_kl_loss:
             kl_loss = agg(core_algos.kl_penalty(log_prob, mb["ref_log_prob"], cfg.kl_loss_type))
             loss = loss + cfg.kl_loss_coef * kl_loss
-            metrics["actor/kl_loss"].append(kl_loss.item())
+            losses["actor/kl_loss"] = kl_loss.item()
         loss.backward()
         for name, value in (
             ("actor/pg_clipfrac", pl.clipfrac),
@@ -142,4 +148,4 @@ class DataParallelPPOActor:
             ("actor/entropy", core_algos.masked_mean(entropy.detach(), mask)),
         ):
             metrics[name].append(float(value))
-        return pg_loss.item()
+        return losses
