@@ -44,6 +44,11 @@ class Problem:
 
 
 def solve(digits: list[int]) -> Problem:
+    """The problem over these digits, with its reference thinking and answer."""
+    if not 1 <= len(digits) <= len(LABELS):
+        raise ValueError(f"a problem has 1 to {len(LABELS)} terms (one label letter each), got {len(digits)}")
+    if not all(d in range(10) for d in digits):
+        raise ValueError(f"terms must be digits 0..9, got {digits}")
     terms, steps, total = [], [], 0
     for label, digit in zip(LABELS, digits, strict=False):
         total = (total + digit) % 10
@@ -53,10 +58,6 @@ def solve(digits: list[int]) -> Problem:
 
 
 def make_problem(rng: random.Random, num_terms: int) -> Problem:
-    if not 1 <= num_terms <= len(LABELS):
-        raise ValueError(
-            f"num_terms must be in [1, {len(LABELS)}] (one label letter per term), got {num_terms}"
-        )
     return solve([rng.randrange(10) for _ in range(num_terms)])
 
 

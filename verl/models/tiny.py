@@ -14,11 +14,7 @@ so a sampled response starts inside the thinking: `THINKING</think>\\boxed{ANSWE
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -30,6 +26,9 @@ from transformers import (
     Qwen2ForCausalLM,
     Qwen2Tokenizer,
 )
+from transformers.utils import logging as hf_logging
+
+from verl.utils.fs import atomic_dir
 
 PAD = "<|pad|>"
 EOS = "<|end|>"
@@ -49,11 +48,13 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|assistant|><think>{% endif %}"
 )
 
-# About 1 M parameters: learns the synthetic task in a couple of CPU minutes.
+# About 0.5 M parameters. Two layers suffice for the synthetic task (a label lookup needs two attention
+# hops, the running sum one more read): in our runs they learned it faster per step than four layers, and
+# every step and rollout costs half as much on CPU.
 DEFAULT_DIMS = dict(
     hidden_size=128,
     intermediate_size=512,
-    num_hidden_layers=4,
+    num_hidden_layers=2,
     num_attention_heads=4,
     num_key_value_heads=2,
     max_position_embeddings=1024,
@@ -103,41 +104,14 @@ def build_model(tokenizer: PreTrainedTokenizerFast, seed: int = 0, **dims: int) 
         eos_token_id=eos_id,
         pad_token_id=pad_id,
         dtype="float32",
+        attn_implementation="sdpa",
     )
-    config._attn_implementation = "sdpa"
     # fork the RNG so building a model does not move the caller's random stream
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=pad_id)
     return model
-
-
-@contextmanager
-def atomic_dir(out_dir: str | Path, force: bool = False) -> Iterator[Path]:
-    """Yield a fresh temp dir next to `out_dir`; on success it replaces `out_dir` in one rename.
-
-    A crash leaves `out_dir` as it was. A non-empty `out_dir` is an error unless `force`.
-    """
-    out_dir = Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()) and not force:
-        raise FileExistsError(f"{out_dir} exists and is not empty")
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp-{os.getpid()}")
-    old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
-    for stale in (tmp, old):  # left by a crashed earlier run with the same pid
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if out_dir.exists():
-        os.replace(out_dir, old)
-        os.replace(tmp, out_dir)
-        shutil.rmtree(old)
-    else:
-        os.replace(tmp, out_dir)
 
 
 def save_tiny(out_dir: str | Path, seed: int = 0, force: bool = False) -> None:
@@ -154,6 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="weight init seed")
     parser.add_argument("--force", action="store_true", help="overwrite a non-empty --out")
     args = parser.parse_args(argv)
+    hf_logging.disable_progress_bar()  # a bar for writing one small file is noise
     try:
         save_tiny(args.out, seed=args.seed, force=args.force)
     except FileExistsError as err:

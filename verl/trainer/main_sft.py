@@ -3,8 +3,10 @@
 Teaches the tiny model the reference LongCoT traces of the running-sum task (verl/data/synthetic.py):
 prompt = chat template + generation prompt, target = `THINKING</think>\\boxed{A}<|end|>`, loss on the
 target tokens only. Problems are drawn on the fly from `train.seed`, in a stream separate from the RL
-data files. At the end a held-out evaluation prints accuracy by problem size (greedy and temperature 1),
-then the model and tokenizer are saved with `save_pretrained`, atomically, to `output_dir`.
+data files. Training stops early once the model is *partly* good (train.stop_at_accuracy), so that RL
+has something left to learn. At the end a held-out evaluation prints accuracy by problem size (greedy
+and temperature 1), then the model and tokenizer are saved with `save_pretrained`, atomically, to
+`output_dir`, with the resolved config (sft_config.yaml) and the losses and evaluation (sft_metrics.json).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
@@ -26,51 +28,69 @@ from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-from verl.data.synthetic import LABELS, Problem, compute_score, make_problem, problem_sizes
-from verl.models.tiny import atomic_dir
+from verl.data.synthetic import LABELS, Problem, compute_score, make_problem, problem_sizes, solve
 from verl.trainer.config_schema import ConfigError
+from verl.utils.fs import atomic_dir
 
 IGNORE_INDEX = -100  # label of a token that carries no loss (prompt and padding)
 
 
 @dataclass
 class ModelConfig:
-    path: str = "outputs/tiny/init"
+    path: str
 
 
 @dataclass
 class TaskConfig:
-    min_terms: int = 4
-    max_terms: int = 12
+    """The training problems. They differ from the RL data on purpose, to get past two plateaus fast:
+
+    - short problems (from 1 term) teach the label lookup that copies a term's digit into the thinking;
+    - extra zero digits: with uniform digits the next running sum is independent of the previous sum alone
+      (and of the digit alone), so nothing rewards reading either until both are read together; a step that
+      adds 0 copies the previous sum, which starts the model reading it.
+    """
+
+    min_terms: int
+    max_terms: int
+    zero_prob: float  # each digit is 0 with this probability, else uniform over 0..9
 
 
 @dataclass
 class TrainConfig:
-    steps: int = 500
-    batch_size: int = 32
-    lr: float = 3e-3
-    warmup_steps: int = 25
-    min_lr_ratio: float = 0.1  # the cosine decay ends at lr * min_lr_ratio
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    seed: int = 0
+    steps: int
+    batch_size: int
+    lr: float
+    warmup_steps: int
+    min_lr_ratio: float  # the cosine decay ends at lr * min_lr_ratio
+    weight_decay: float
+    grad_clip: float
+    seed: int
+    # Early stop once the temperature-1 accuracy on held-out check problems reaches this (None: train all
+    # steps). The lookup and the addition are each learned in a sudden jump whose timing varies with the
+    # seed and the machine's float rounding, so a fixed step count would give anything from 10% to 90%.
+    stop_at_accuracy: float | None
+    check_every: int  # steps between accuracy checks
 
 
 @dataclass
 class EvalConfig:
-    num_problems: int = 180  # held-out problems, spread evenly over the problem sizes
-    max_new_tokens: int = 96
+    num_problems: int  # held-out problems with uniform digits, spread evenly over the sizes
+    min_terms: int  # the sizes of the RL data
+    max_terms: int
+    max_new_tokens: int
 
 
 @dataclass
 class SFTConfig:
-    model: ModelConfig = field(default_factory=ModelConfig)
-    output_dir: str = "outputs/tiny/sft"
-    force: bool = False  # overwrite a non-empty output_dir
-    num_threads: int = 2
-    task: TaskConfig = field(default_factory=TaskConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
+    """Typed view of config/sft_tiny.yaml, which holds every value (and explains it)."""
+
+    model: ModelConfig
+    output_dir: str
+    force: bool  # overwrite a non-empty output_dir
+    num_threads: int
+    task: TaskConfig
+    train: TrainConfig
+    eval: EvalConfig
 
 
 def load_sft_config(cfg: DictConfig) -> SFTConfig:
@@ -87,11 +107,21 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
         (t.lr > 0, f"train.lr={t.lr}: must be > 0"),
         (0 <= t.warmup_steps <= t.steps, f"train.warmup_steps={t.warmup_steps}: must be in [0, train.steps]"),
         (0 <= t.min_lr_ratio <= 1, f"train.min_lr_ratio={t.min_lr_ratio}: must be in [0, 1]"),
+        (t.check_every >= 1, f"train.check_every={t.check_every}: must be >= 1"),
         (
-            1 <= config.task.min_terms <= config.task.max_terms <= len(LABELS),
-            f"task.min_terms={config.task.min_terms}, task.max_terms={config.task.max_terms}: "
-            f"need 1 <= min_terms <= max_terms <= {len(LABELS)}",
+            t.stop_at_accuracy is None or config.eval.num_problems > 0,
+            f"train.stop_at_accuracy={t.stop_at_accuracy} needs held-out problems: eval.num_problems="
+            f"{config.eval.num_problems} must be > 0 (or set train.stop_at_accuracy=null)",
         ),
+        *[
+            (
+                1 <= section.min_terms <= section.max_terms <= len(LABELS),
+                f"{name}.min_terms={section.min_terms}, {name}.max_terms={section.max_terms}: "
+                f"need 1 <= min_terms <= max_terms <= {len(LABELS)}",
+            )
+            for name, section in (("task", config.task), ("eval", config.eval))
+        ],
+        (0 <= config.task.zero_prob <= 1, f"task.zero_prob={config.task.zero_prob}: must be in [0, 1]"),
         (config.eval.num_problems >= 0, f"eval.num_problems={config.eval.num_problems}: must be >= 0"),
         (config.eval.max_new_tokens >= 1, f"eval.max_new_tokens={config.eval.max_new_tokens}: must be >= 1"),
         (config.num_threads >= 1, f"num_threads={config.num_threads}: must be >= 1"),
@@ -133,10 +163,15 @@ def collate(examples: list[tuple[list[int], list[int]]], pad_id: int) -> dict[st
     return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
 
+def draw_training_problem(rng: random.Random, task: TaskConfig) -> Problem:
+    num_terms = rng.randint(task.min_terms, task.max_terms)
+    return solve([0 if rng.random() < task.zero_prob else rng.randrange(10) for _ in range(num_terms)])
+
+
 def sample_batch(
     rng: random.Random, tokenizer: PreTrainedTokenizerBase, batch_size: int, task: TaskConfig
 ) -> dict[str, torch.Tensor]:
-    problems = [make_problem(rng, rng.randint(task.min_terms, task.max_terms)) for _ in range(batch_size)]
+    problems = [draw_training_problem(rng, task) for _ in range(batch_size)]
     return collate([encode_example(tokenizer, p) for p in problems], tokenizer.pad_token_id)
 
 
@@ -154,17 +189,21 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) 
 
 
 def train(
-    model: PreTrainedModel, next_batch: Callable[[], dict[str, torch.Tensor]], cfg: TrainConfig
+    model: PreTrainedModel,
+    next_batch: Callable[[], dict[str, torch.Tensor]],
+    cfg: TrainConfig,
+    accuracy: Callable[[], float] | None = None,
 ) -> list[float]:
-    """AdamW for `cfg.steps` steps on batches from `next_batch`; returns the loss of every step."""
+    """AdamW on batches from `next_batch` for `cfg.steps` steps, or until `accuracy()` (called every
+    `cfg.check_every` steps) reaches `cfg.stop_at_accuracy`. Returns the loss of every step taken."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(step, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)
     )
     model.train()
     losses = []
-    progress = tqdm(range(cfg.steps), desc="sft", unit="step")
-    for _ in progress:
+    progress = tqdm(range(1, cfg.steps + 1), desc="sft", unit="step")
+    for step in progress:
         loss = sft_loss(model, next_batch())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -173,6 +212,15 @@ def train(
         schedule.step()
         losses.append(loss.item())
         progress.set_postfix(loss=f"{losses[-1]:.4f}", lr=f"{schedule.get_last_lr()[0]:.2e}")
+        if accuracy is not None and cfg.stop_at_accuracy is not None and step % cfg.check_every == 0:
+            model.eval()
+            value = accuracy()
+            model.train()
+            progress.write(f"step {step}: held-out accuracy (T=1) {value:.3f}")
+            if value >= cfg.stop_at_accuracy:
+                progress.write(f"reached train.stop_at_accuracy={cfg.stop_at_accuracy}: stopping")
+                break
+    progress.close()
     model.eval()
     return losses
 
@@ -249,8 +297,13 @@ def format_summary(summary: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+def held_out_problems(seed: str, cfg: EvalConfig) -> list[Problem]:
+    """`cfg.num_problems` problems with uniform digits (like the RL data), sizes spread evenly."""
+    rng = random.Random(seed)
+    return [make_problem(rng, n) for n in problem_sizes(cfg.num_problems, cfg.min_terms, cfg.max_terms)]
+
+
 def run(config: SFTConfig) -> dict[str, dict[str, float]]:
-    task = config.task
     torch.set_num_threads(config.num_threads)
     torch.manual_seed(config.train.seed)
     hf_logging.disable_progress_bar()  # one tqdm bar (training) is enough
@@ -259,22 +312,29 @@ def run(config: SFTConfig) -> dict[str, dict[str, float]]:
 
     # string seeds keep these streams apart from each other and from the RL data (integer seeds)
     train_rng = random.Random(f"sft-train-{config.train.seed}")
+    check_problems = held_out_problems(f"sft-check-{config.train.seed}", config.eval)
+    eval_problems = held_out_problems(f"sft-eval-{config.train.seed}", config.eval)
+
+    def check_accuracy() -> float:
+        outcomes = evaluate(model, tokenizer, check_problems, config.eval.max_new_tokens, do_sample=True)
+        return sum(o.correct for o in outcomes) / len(outcomes)
+
     start = time.perf_counter()
     losses = train(
-        model, lambda: sample_batch(train_rng, tokenizer, config.train.batch_size, task), config.train
+        model,
+        lambda: sample_batch(train_rng, tokenizer, config.train.batch_size, config.task),
+        config.train,
+        check_accuracy,
     )
     print(f"trained {len(losses)} steps in {time.perf_counter() - start:.0f}s, final loss {losses[-1]:.4f}")
 
     summary = {}
-    if config.eval.num_problems > 0:
-        eval_rng = random.Random(f"sft-eval-{config.train.seed}")
-        sizes = problem_sizes(config.eval.num_problems, task.min_terms, task.max_terms)
-        problems = [make_problem(eval_rng, n) for n in sizes]
+    if eval_problems:
         start = time.perf_counter()
-        greedy = evaluate(model, tokenizer, problems, config.eval.max_new_tokens, do_sample=False)
-        sampled = evaluate(model, tokenizer, problems, config.eval.max_new_tokens, do_sample=True)
+        greedy = evaluate(model, tokenizer, eval_problems, config.eval.max_new_tokens, do_sample=False)
+        sampled = evaluate(model, tokenizer, eval_problems, config.eval.max_new_tokens, do_sample=True)
         summary = summarize(greedy, sampled)
-        print(f"evaluation on {len(problems)} held-out problems ({time.perf_counter() - start:.0f}s):")
+        print(f"evaluation on {len(eval_problems)} held-out problems ({time.perf_counter() - start:.0f}s):")
         print(format_summary(summary))
 
     with atomic_dir(config.output_dir, force=config.force) as tmp:

@@ -1,0 +1,209 @@
+"""SFT warm start: batching, the lr schedule, a few real steps, early stopping, and the CLI."""
+
+import json
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from verl.data.synthetic import solve
+from verl.models.tiny import build_model, build_tokenizer, save_tiny
+from verl.trainer import main_sft
+from verl.trainer.config_schema import ConfigError
+
+CONFIG_DIR = Path(main_sft.__file__).parent / "config"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tokenizer()
+
+
+def train_config(**overrides) -> main_sft.TrainConfig:
+    values = dict(
+        steps=10,
+        batch_size=4,
+        lr=3e-3,
+        warmup_steps=0,
+        min_lr_ratio=1.0,
+        weight_decay=0.0,
+        grad_clip=1.0,
+        seed=0,
+        stop_at_accuracy=None,
+        check_every=1,
+    )
+    return main_sft.TrainConfig(**{**values, **overrides})
+
+
+def test_collate_pads_right_and_masks_prompt_and_padding():
+    batch = main_sft.collate([([1, 2], [3, 4]), ([5], [6])], pad_id=0)
+    assert batch["input_ids"].tolist() == [[1, 2, 3, 4], [5, 6, 0, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]
+    assert batch["labels"].tolist() == [[-100, -100, 3, 4], [-100, 6, -100, -100]]
+
+
+def test_encode_example_is_chat_prompt_then_reference_response_and_eos(tokenizer):
+    prompt, target = main_sft.encode_example(tokenizer, solve([3, 5]))
+    user, assistant, think, think_end = tokenizer.convert_tokens_to_ids(
+        ["<|user|>", "<|assistant|>", "<think>", "</think>"]
+    )
+    assert prompt == [user, *map(ord, "a3 b5"), assistant, think]
+    assert target == [*map(ord, "a3=3 b5=8"), think_end, *map(ord, "\\boxed{8}"), tokenizer.eos_token_id]
+
+
+def test_training_problems_follow_the_task_config():
+    task = main_sft.TaskConfig(min_terms=2, max_terms=3, zero_prob=1.0)
+    rng = random.Random(0)
+    problems = [main_sft.draw_training_problem(rng, task) for _ in range(50)]
+    assert {p.num_terms for p in problems} == {2, 3}
+    assert all(p.answer == "0" and set(p.question) <= set("abc0 ") for p in problems)
+
+
+def test_lr_factor_warmup_then_cosine():
+    factors = [main_sft.lr_factor(step, warmup_steps=2, total_steps=6, min_ratio=0.1) for step in range(6)]
+    # warm-up 1/2, 2/2; then cosine over steps 2..5 from 1 down to 0.1
+    expected = [
+        0.5,
+        1.0,
+        1.0,
+        0.1 + 0.45 * (1 + math.cos(math.pi / 3)),
+        0.1 + 0.45 * (1 + math.cos(2 * math.pi / 3)),
+        0.1,
+    ]
+    assert factors == pytest.approx(expected)
+
+
+def test_a_few_steps_lower_the_loss_on_a_fixed_batch(tokenizer):
+    model = build_model(tokenizer, seed=0)
+    problems = [solve([d, (d * 3) % 10, 7]) for d in range(8)]
+    batch = main_sft.collate(
+        [main_sft.encode_example(tokenizer, p) for p in problems], tokenizer.pad_token_id
+    )
+    with torch.no_grad():
+        before = main_sft.sft_loss(model, batch).item()
+    losses = main_sft.train(model, lambda: batch, train_config(steps=10))
+    with torch.no_grad():
+        after = main_sft.sft_loss(model, batch).item()
+    assert len(losses) == 10
+    assert losses[0] == pytest.approx(before, rel=1e-5)
+    assert after < 0.7 * before
+
+
+def test_loss_ignores_prompt_tokens(tokenizer):
+    model = build_model(tokenizer, seed=0)
+    a = main_sft.collate([main_sft.encode_example(tokenizer, solve([1, 2]))], tokenizer.pad_token_id)
+    b = main_sft.collate([main_sft.encode_example(tokenizer, solve([1, 2]))], tokenizer.pad_token_id)
+    b["labels"][0, :3] = a["input_ids"][0, :3]  # supervise the first prompt tokens too
+    with torch.no_grad():
+        assert main_sft.sft_loss(model, a).item() != pytest.approx(main_sft.sft_loss(model, b).item())
+        logits = model(input_ids=a["input_ids"]).logits[0]
+    # hand-rolled: mean next-token cross-entropy over the target positions only
+    targets = a["labels"][0, 1:]
+    keep = targets != -100
+    manual = torch.nn.functional.cross_entropy(logits[:-1][keep], targets[keep])
+    with torch.no_grad():
+        assert main_sft.sft_loss(model, a).item() == pytest.approx(manual.item(), rel=1e-5)
+
+
+def test_training_stops_once_the_accuracy_target_is_reached(tokenizer):
+    model = build_model(tokenizer, seed=0)
+    batch = main_sft.collate([main_sft.encode_example(tokenizer, solve([1]))], tokenizer.pad_token_id)
+    readings = iter([0.1, 0.3, 0.5, 0.9])
+    cfg = train_config(steps=20, stop_at_accuracy=0.4, check_every=2)
+    losses = main_sft.train(model, lambda: batch, cfg, lambda: next(readings))
+    assert len(losses) == 6  # checks after steps 2 (0.1), 4 (0.3) and 6 (0.5 >= 0.4)
+
+
+def test_summarize_counts_by_size():
+    greedy = [
+        main_sft.Outcome(4, True, 19, 29),
+        main_sft.Outcome(4, False, 19, 29),
+        main_sft.Outcome(5, True, 24, 34),
+    ]
+    sampled = [
+        main_sft.Outcome(4, False, 30, 40),
+        main_sft.Outcome(4, False, 19, 29),
+        main_sft.Outcome(5, True, 24, 34),
+    ]
+    summary = main_sft.summarize(greedy, sampled)
+    assert summary["4"]["greedy_accuracy"] == 0.5
+    assert summary["4"]["sampled_accuracy"] == 0.0
+    assert summary["4"]["sampled_thinking_tokens_max"] == 30
+    assert summary["all"]["greedy_accuracy"] == pytest.approx(2 / 3)
+    assert summary["all"]["problems"] == 3
+
+
+def compose_sft(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose(config_name="sft_tiny", overrides=list(overrides))
+
+
+def test_config_errors_name_the_key_and_value(tmp_path):
+    save_tiny(tmp_path / "init")
+    model = f"model.path={tmp_path / 'init'}"
+    config = main_sft.load_sft_config(compose_sft(model, f"output_dir={tmp_path / 'sft'}"))
+    assert config.train.steps >= 1 and config.eval.min_terms == 4
+
+    with pytest.raises(ConfigError, match="train.lr: Value 'fast'"):
+        main_sft.load_sft_config(compose_sft(model, "train.lr=fast"))
+    with pytest.raises(ConfigError) as error:
+        main_sft.load_sft_config(compose_sft(model, "train.steps=0", "task.max_terms=30"))
+    assert "train.steps=0: must be >= 1" in str(error.value)
+    assert "task.min_terms=1, task.max_terms=30" in str(error.value)
+
+    (tmp_path / "sft").mkdir()
+    (tmp_path / "sft" / "x").write_text("")
+    with pytest.raises(ConfigError, match="set force=true"):
+        main_sft.load_sft_config(compose_sft(model, f"output_dir={tmp_path / 'sft'}"))
+
+
+def run_cli(*overrides: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_sft", *overrides],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_missing_model_path_says_how_to_make_it(tmp_path):
+    missing = tmp_path / "nowhere"
+    result = run_cli(f"model.path={missing}", f"output_dir={tmp_path / 'sft'}")
+    assert result.returncode != 0
+    assert f"python -m verl.models.tiny --out {missing}" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not (tmp_path / "sft").exists()
+
+
+@pytest.mark.slow
+def test_cli_writes_a_loadable_checkpoint(tmp_path):
+    save_tiny(tmp_path / "init")
+    result = run_cli(
+        f"model.path={tmp_path / 'init'}",
+        f"output_dir={tmp_path / 'sft'}",
+        "train.steps=3",
+        "train.warmup_steps=1",
+        "train.stop_at_accuracy=null",
+        "eval.num_problems=9",
+        "eval.max_new_tokens=8",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "evaluation on 9 held-out problems" in result.stdout
+    out = tmp_path / "sft"
+    model = AutoModelForCausalLM.from_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert model.config.vocab_size == len(tokenizer)
+    initial = AutoModelForCausalLM.from_pretrained(tmp_path / "init")
+    name = "model.layers.0.mlp.up_proj.weight"
+    assert not torch.equal(model.state_dict()[name], initial.state_dict()[name])  # it trained
+    metrics = json.loads((out / "sft_metrics.json").read_text())
+    assert len(metrics["losses"]) == 3
+    assert set(metrics["eval"]) == {"4", "5", "6", "7", "8", "9", "10", "11", "12", "all"}
+    assert "steps: 3" in (out / "sft_config.yaml").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["init", "sft"]  # no temp dirs left behind

@@ -1,0 +1,128 @@
+"""The running-sum task: reference traces, scoring, and the JSONL dataset."""
+
+import json
+import random
+
+import pytest
+
+from verl.data import synthetic
+from verl.models.tiny import build_tokenizer
+
+
+def test_trace_of_hand_made_examples():
+    p = synthetic.solve([3, 5, 2, 7, 1])
+    assert p.question == "a3 b5 c2 d7 e1"
+    assert p.thinking == "a3=3 b5=8 c2=0 d7=7 e1=8"
+    assert p.answer == "8"
+    assert p.response == "a3=3 b5=8 c2=0 d7=7 e1=8</think>\\boxed{8}"
+    assert p.num_terms == 5
+
+    p = synthetic.solve([9, 9, 9])
+    assert (p.question, p.thinking, p.answer) == ("a9 b9 c9", "a9=9 b9=8 c9=7", "7")
+
+
+def test_random_problems_agree_with_the_digit_sum():
+    rng = random.Random(0)
+    for n in range(1, 27):
+        p = synthetic.make_problem(rng, n)
+        digits = [int(term[1]) for term in p.question.split()]
+        labels = [term[0] for term in p.question.split()]
+        assert labels == list("abcdefghijklmnopqrstuvwxyz"[:n])
+        assert p.answer == str(sum(digits) % 10)
+        assert p.thinking.split()[-1].endswith(f"={p.answer}")
+
+
+def test_thinking_length_grows_linearly():
+    tokenizer = build_tokenizer()
+    rng = random.Random(1)
+    for n in (1, 4, 12, 26):
+        p = synthetic.make_problem(rng, n)
+        assert len(p.thinking) == 5 * n - 1
+        assert len(tokenizer.encode(p.thinking, add_special_tokens=False)) == 5 * n - 1
+        assert len(tokenizer.encode(p.question, add_special_tokens=False)) == 3 * n - 1
+
+
+@pytest.mark.parametrize("num_terms", [0, 27])
+def test_make_problem_rejects_sizes_without_labels(num_terms):
+    with pytest.raises(ValueError, match=f"1 to 26 terms .*got {num_terms}"):
+        synthetic.make_problem(random.Random(0), num_terms)
+
+
+def test_solve_rejects_non_digits():
+    with pytest.raises(ValueError, match="digits 0..9"):
+        synthetic.solve([3, 12])
+
+
+@pytest.mark.parametrize(
+    ("solution", "ground_truth", "score"),
+    [
+        ("a3=3 b5=8</think>\\boxed{8}", "8", 1.0),  # right
+        ("a3=3 b5=8</think>\\boxed{ 8 }", "8 ", 1.0),  # whitespace does not matter
+        ("a3=3 b5=8</think>\\boxed{8}", 8, 1.0),  # a ground truth that is not a string
+        ("a3=3 b5=9</think>\\boxed{9}", "8", 0.0),  # wrong
+        ("a3=3 b5=8</think>the answer is 8", "8", 0.0),  # no \boxed
+        ("a3=3 b5=8</think>\\boxed{8", "8", 0.0),  # unclosed \boxed
+        ("\\boxed{8} a3=3</think>\\boxed{1}", "8", 0.0),  # only the answer after </think> counts
+        ("", "8", 0.0),
+    ],
+)
+def test_compute_score(solution, ground_truth, score):
+    assert synthetic.compute_score(solution, ground_truth) == score
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def test_dataset_row_format(tmp_path):
+    synthetic.write_dataset(tmp_path, train_size=20, val_size=9, min_terms=4, max_terms=12, seed=0)
+    train, val = read_jsonl(tmp_path / "train.jsonl"), read_jsonl(tmp_path / "val.jsonl")
+    assert (len(train), len(val)) == (20, 9)
+    for split, rows in (("train", train), ("val", val)):
+        for i, row in enumerate(rows):
+            question = row["prompt"][0]["content"]
+            digits = [int(term[1]) for term in question.split()]
+            assert row == {
+                "data_source": "synthetic/running_sum",
+                "prompt": [{"role": "user", "content": question}],
+                "reward_model": {"style": "rule", "ground_truth": str(sum(digits) % 10)},
+                "extra_info": {"index": i, "split": split, "num_terms": len(digits)},
+            }
+    # every size from 4 to 12 appears in the validation set
+    assert sorted(row["extra_info"]["num_terms"] for row in val) == list(range(4, 13))
+
+
+def test_train_and_val_share_no_question_even_in_a_small_space(tmp_path):
+    # 2 terms: only 100 distinct questions, so 300 training draws would hit the 60 val questions often
+    synthetic.write_dataset(tmp_path, train_size=300, val_size=60, min_terms=2, max_terms=2, seed=0)
+    train = {row["prompt"][0]["content"] for row in read_jsonl(tmp_path / "train.jsonl")}
+    val = [row["prompt"][0]["content"] for row in read_jsonl(tmp_path / "val.jsonl")]
+    assert len(set(val)) == 60
+    assert not train & set(val)
+
+
+def test_dataset_is_reproducible_from_its_seed(tmp_path):
+    for name, seed in (("a", 3), ("b", 3), ("c", 4)):
+        synthetic.write_dataset(
+            tmp_path / name, train_size=10, val_size=5, min_terms=4, max_terms=6, seed=seed
+        )
+    text = {name: (tmp_path / name / "train.jsonl").read_text() for name in "abc"}
+    assert text["a"] == text["b"] != text["c"]
+
+
+def test_dataset_rejects_a_space_too_small_for_val(tmp_path):
+    with pytest.raises(ValueError, match="only 10 distinct questions"):
+        synthetic.write_dataset(tmp_path, train_size=5, val_size=10, min_terms=1, max_terms=1, seed=0)
+    with pytest.raises(ValueError, match="min_terms"):
+        synthetic.write_dataset(tmp_path, train_size=5, val_size=1, min_terms=5, max_terms=4, seed=0)
+
+
+def test_cli_writes_both_splits(tmp_path, capsys):
+    synthetic.main(["--out", str(tmp_path), "--train-size", "7", "--val-size", "3", "--seed", "1"])
+    assert len(read_jsonl(tmp_path / "train.jsonl")) == 7
+    assert len(read_jsonl(tmp_path / "val.jsonl")) == 3
+    with pytest.raises(SystemExit) as exit_info:
+        synthetic.main(["--out", str(tmp_path), "--min-terms", "30", "--max-terms", "30"])
+    assert exit_info.value.code == 2
+    assert "max_terms <= 26" in capsys.readouterr().err
