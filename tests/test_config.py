@@ -44,9 +44,9 @@ EXPECTED = {
     "tiny_longcot": {
         "data.max_prompt_length": 96,
         "data.max_response_length": 128,
-        "data.train_batch_size": 8,
-        "actor_rollout_ref.rollout.n": 4,
-        "actor_rollout_ref.actor.ppo_mini_batch_size": 4,
+        "data.train_batch_size": 16,
+        "actor_rollout_ref.rollout.n": 8,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": 8,
         "actor_rollout_ref.rollout.agent.default_agent_loop": "single_turn",
         "trainer.default_local_dir": "outputs/tiny_longcot",
     },
@@ -55,10 +55,10 @@ EXPECTED = {
         "algorithm.delethink.intermediate_max_new_tokens": 16,  # C - keep_head - keep_tail = 32 - 4 - 12
         "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": 7,
         # inherited from tiny_longcot
-        "data.train_batch_size": 8,
-        "actor_rollout_ref.actor.ppo_mini_batch_size": 4,
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 16,
-        "actor_rollout_ref.rollout.n": 4,
+        "data.train_batch_size": 16,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": 8,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": 32,
+        "actor_rollout_ref.rollout.n": 8,
         "trainer.group": "tiny_markovian",
         "trainer.default_local_dir": "outputs/tiny_delethink",
     },

@@ -75,7 +75,7 @@ BAD_VALUES = [
     (
         "tiny_longcot",
         f"{ACTOR}.ppo_mini_batch_size=3",
-        f"data.train_batch_size=8: must be divisible by {ACTOR}.ppo_mini_batch_size=3",
+        f"data.train_batch_size=16: must be divisible by {ACTOR}.ppo_mini_batch_size=3",
     ),
     # registries: the message lists what is allowed
     (
