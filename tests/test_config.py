@@ -230,7 +230,7 @@ def test_to_dict_is_plain_and_json_serialisable():
     config = load_config(compose_config("tiny_delethink"), check_paths=False)
     tree = config.to_dict()
     assert tree["algorithm"]["delethink"]["keep_tail"] == 12
-    assert tree["actor_rollout_ref"]["actor"]["optim"]["lr"] == 5e-5
+    assert tree["actor_rollout_ref"]["actor"]["optim"]["lr"] == 1e-4
     assert json.loads(json.dumps(tree))["trainer"]["logger"] == ["console", "jsonl", "wandb"]
 
 
