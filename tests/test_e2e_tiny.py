@@ -128,6 +128,8 @@ def test_template_script_runs_with_overrides_and_validates(tiny_assets, tmp_path
         f"data.val_files={tiny_assets / 'data' / 'val.jsonl'}",
         f"trainer.default_local_dir={tmp_path / 'run'}",
         "trainer.logger=[console,jsonl,wandb]",
+        "actor_rollout_ref.rollout.val_kwargs.n=2",
+        "actor_rollout_ref.rollout.val_kwargs.do_sample=true",
         "trainer.total_training_steps=1",
         "trainer.test_freq=1",
         "data.train_batch_size=2",
@@ -142,6 +144,8 @@ def test_template_script_runs_with_overrides_and_validates(tiny_assets, tmp_path
     metrics = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [m["step"] for m in metrics] == [0, 1]  # validation before training, then one step
     assert "val/score_mean" in metrics[0] and "val/score_mean" in metrics[1]
+    src = "val/synthetic/running_sum"
+    assert {f"{src}/mean@2", f"{src}/maj@2", f"{src}/pass@1", f"{src}/pass@2"} <= set(metrics[0])
     assert list((tmp_path / "run" / "wandb").glob("offline-run-*"))
     assert "step 1:" in done.stdout + done.stderr
 

@@ -27,8 +27,10 @@ from verl.data.rl_dataset import DataOrder, PromptItem
 from verl.trainer.config_schema import PolicyIterationConfig
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.batch import collate_rows, trajectory_rows
+from verl.trainer.ppo.metric_utils import problem_metrics
 from verl.utils import checkpoint
 from verl.utils.fs import atomic_write_jsonl, atomic_write_text
+from verl.utils.reward_score.boxed import extract_final_answer
 from verl.utils.tracking import Tracking
 from verl.workers.rollout.base import SamplingParams
 
@@ -220,10 +222,19 @@ class RayPPOTrainer:
             items_all += items
             trajectories += trajs
             results += self.score(items, trajs)
-        by_source: dict[str, list[float]] = defaultdict(list)
-        for item, result in zip(items_all, results, strict=True):
-            by_source[item.data_source].append(result.score)
-        metrics = {f"val/{src}/score_mean@{val.n}": float(np.mean(s)) for src, s in by_source.items()}
+        # per problem (its val.n samples are adjacent), then averaged per data source
+        ks = [2**i for i in range(val.n.bit_length())]  # 1, 2, 4, ... up to val.n
+        per_source: dict[str, list[dict[str, float]]] = defaultdict(list)
+        for p in range(0, len(results), val.n):
+            group = results[p : p + val.n]
+            answers = [extract_final_answer(r.solution_str) for r in group]
+            scores = [r.score for r in group]
+            per_source[items_all[p].data_source].append(problem_metrics(answers, scores, ks))
+        metrics = {
+            f"val/{src}/{name}": float(np.mean([m[name] for m in problems]))
+            for src, problems in per_source.items()
+            for name in problems[0]
+        }
         metrics["val/score_mean"] = float(np.mean([r.score for r in results]))
         metrics.update(trajectory_metrics("val", trajectories))
         return metrics
