@@ -40,8 +40,14 @@ def make_batch(actor):
 
 def grads_after_update(model, mode, rows_per_micro):
     m = copy.deepcopy(model)
-    cfg = ActorConfig(loss_agg_mode=mode, ppo_micro_batch_size_per_gpu=rows_per_micro, tis_imp_ratio_cap=2.0,
-                      use_kl_loss=True, entropy_coeff=0.01, grad_clip=1e9)
+    cfg = ActorConfig(
+        loss_agg_mode=mode,
+        ppo_micro_batch_size_per_gpu=rows_per_micro,
+        tis_imp_ratio_cap=2.0,
+        use_kl_loss=True,
+        entropy_coeff=0.01,
+        grad_clip=1e9,
+    )
     optimizer = torch.optim.SGD(m.parameters(), lr=0.0)  # lr 0: keep weights, inspect gradients
     actor = DataParallelPPOActor(m, optimizer, cfg, temperature=1.0, norm_length=8)
     batch = make_batch(actor)
