@@ -21,13 +21,25 @@ TRAINERS = {"ppo": RayPPOTrainer, "delethink": RayDelethinkTrainer}
 
 def max_question_tokens(config: PolicyIterationConfig) -> int:
     """A Delethink chunk prompt is question + carry-over, and it must fit in data.max_prompt_length."""
-    carry = 0
-    if config.actor_rollout_ref.rollout.agent.default_agent_loop == "delethink":
-        carry = config.algorithm.delethink.keep_head + config.algorithm.delethink.keep_tail
-    return config.data.max_prompt_length - carry
+    carry = config.algorithm.delethink.keep_head + config.algorithm.delethink.keep_tail
+    return config.data.max_prompt_length - (carry if config.is_delethink else 0)
+
+
+def unsupported_reason(config: PolicyIterationConfig) -> str | None:
+    """What this build cannot run yet. The GPU path (SGLang, CUDA) and data-parallel worker groups
+    are still to come; such configs validate and dry-run, but must not silently fall back to one CPU."""
+    tr, engine = config.trainer, config.actor_rollout_ref.rollout.name
+    if tr.device != "cpu" or engine != "hf":
+        return f"trainer.device={tr.device} / rollout.name={engine}: only cpu / hf run"
+    if tr.nnodes * tr.n_gpus_per_node > 1:
+        return f"trainer.nnodes x n_gpus_per_node = {tr.nnodes * tr.n_gpus_per_node}: only one worker runs"
+    return None
 
 
 def run(config: PolicyIterationConfig) -> dict[str, float]:
+    reason = unsupported_reason(config)
+    if reason:
+        raise SystemExit(f"not supported in this build yet: {reason}. DRY_RUN=1 prints the run's plan.")
     seed_everything(config.trainer.seed)
     data = config.data
     tokenizer = AutoTokenizer.from_pretrained(config.actor_rollout_ref.model.path)
@@ -43,7 +55,10 @@ def run(config: PolicyIterationConfig) -> dict[str, float]:
 
     threads = os.cpu_count() or 1
     if not ray.is_initialized():
-        ray.init(num_cpus=threads, include_dashboard=False, log_to_driver=True)
+        if os.environ.get("RAY_ADDRESS"):
+            ray.init()  # join the running cluster; it owns the resources
+        else:
+            ray.init(num_cpus=threads, include_dashboard=False)
     # the driver waits while the worker computes, so the worker may use every core
     worker = (
         ray.remote(num_cpus=1)(ActorRolloutRefWorker)

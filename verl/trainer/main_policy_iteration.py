@@ -1,9 +1,11 @@
 """RL entry point: `python -m verl.trainer.main_policy_iteration --config-name=tiny_delethink [key=value]`.
 
 LongCoT or Delethink is chosen by the config alone. A config that breaks a rule stops here with one
-line per problem and exit code 2, before Ray or any model starts.
+line per problem and exit code 2, before Ray or any model starts. With `DRY_RUN=1` in the
+environment the run stops after validation and prints its plan (no model, data or GPU needed).
 """
 
+import os
 import sys
 
 import hydra
@@ -17,15 +19,24 @@ register_resolvers()  # before Hydra composes: the YAML uses ${eval:...}
 
 @hydra.main(config_path="config", config_name="policy_iteration", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    dry_run = os.environ.get("DRY_RUN") == "1"
     try:
-        config = load_config(cfg)
+        config = load_config(cfg, check_paths=not dry_run)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         sys.exit(2)
+    if dry_run:
+        from verl.trainer.plan import describe_plan
+
+        print(describe_plan(config))
+        return
     from verl.trainer.launch import run  # imports torch and Ray: only once the config is known to be good
 
     run(config)
 
 
 if __name__ == "__main__":
+    if os.environ.get("DRY_RUN") == "1":
+        # a dry run writes nothing: no run directory, no Hydra log file
+        sys.argv += ["hydra.output_subdir=null", "hydra.run.dir=.", "hydra/job_logging=stdout"]
     main()
