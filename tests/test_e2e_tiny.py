@@ -149,6 +149,12 @@ def test_template_script_runs_with_overrides_and_validates(tiny_assets, tmp_path
     assert list((tmp_path / "run" / "wandb").glob("offline-run-*"))
     assert "step 1:" in done.stdout + done.stderr
 
+    # starting over in the same directory replaces the history instead of appending to it
+    again = subprocess.run(["bash", script, *overrides, "trainer.resume_mode=disable"], env=env,
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [m["step"] for m in read_jsonl(tmp_path / "run" / "metrics.jsonl")] == [0, 1]
+
     bad = subprocess.run(
         ["bash", script, *overrides, "algorithm.delethink.keep_tail=0"],
         env=env,

@@ -97,7 +97,7 @@ class RayPPOTrainer:
         start_step = self.load_checkpoint(resume_from) if resume_from else 0
         tracker = Tracking(
             cfg.logger, self.run_dir, cfg.project_name, cfg.experiment_name, cfg.group,
-            self.config.to_dict(), resume_step=start_step,
+            self.config.to_dict(), resume_step=start_step if resume_from else None,
         )  # fmt: skip
         last: dict[str, float] = {}
         try:

@@ -1,0 +1,40 @@
+import re
+
+from recipes.scaling.benchmark import QUESTION, main
+
+# chat template: <|user|> QUESTION <|assistant|> <think>, one token per ASCII byte plus three single tokens
+PROMPT_LEN = len(QUESTION) + 3
+C, HEAD, TAIL = 48, 4, 12  # carry m = 16, so later chunks think C - m = 32 tokens
+
+
+def test_quick_benchmark_measures_equal_thinking_lengths(tmp_path, capsys):
+    out = tmp_path / "scaling.png"
+    argv = ["--quick", "--out", str(out), "--batch", "2", "--chunks", "1", "3"]
+    argv += ["--chunk-size", str(C), "--keep-head", str(HEAD), "--keep-tail", str(TAIL)]
+    run = main(argv)
+
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    match = re.fullmatch(r"LongCoT/Delethink total time ratio at L=(\d+): (\d+\.\d\d)", last)
+    assert match, last
+    assert int(match[1]) == 48 + 2 * 32  # L = C + (I - 1)(C - m) with I = 3
+    assert float(match[2]) > 0
+    assert out.exists() and out.stat().st_size > 0
+
+    trajectories = run["trajectories"]
+    assert sorted(trajectories) == [("Delethink", 48), ("Delethink", 112), ("LongCoT", 48), ("LongCoT", 112)]
+    for length, num_chunks in ((48, 1), (112, 3)):
+        for traj in trajectories[("LongCoT", length)]:
+            assert traj.num_turns == 1
+            assert len(traj.turns[0].prompt_ids) == PROMPT_LEN
+            assert len(traj.turns[0].response_ids) == length
+        for traj in trajectories[("Delethink", length)]:
+            assert [len(t.response_ids) for t in traj.turns] == [48] + [32] * (num_chunks - 1)
+            assert traj.trace_length == length
+            # later chunks restart from the question plus the 16 carried thinking tokens
+            assert [len(t.prompt_ids) for t in traj.turns] == [PROMPT_LEN] + [PROMPT_LEN + 16] * (num_chunks - 1)
+            assert all(t.finish_reason == "length" for t in traj.turns)
+
+    by_key = {(m.env, m.thinking_length): m for m in run["results"]}
+    assert by_key[("LongCoT", 112)].max_context == PROMPT_LEN + 112
+    assert by_key[("Delethink", 112)].max_context == PROMPT_LEN + 48
+    assert by_key[("LongCoT", 112)].tokens == by_key[("Delethink", 112)].tokens == 2 * 112
