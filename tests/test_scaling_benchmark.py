@@ -31,7 +31,8 @@ def test_quick_benchmark_measures_equal_thinking_lengths(tmp_path, capsys):
             assert [len(t.response_ids) for t in traj.turns] == [48] + [32] * (num_chunks - 1)
             assert traj.trace_length == length
             # later chunks restart from the question plus the 16 carried thinking tokens
-            assert [len(t.prompt_ids) for t in traj.turns] == [PROMPT_LEN] + [PROMPT_LEN + 16] * (num_chunks - 1)
+            later_prompt = PROMPT_LEN + HEAD + TAIL
+            assert [len(t.prompt_ids) for t in traj.turns] == [PROMPT_LEN] + [later_prompt] * (num_chunks - 1)
             assert all(t.finish_reason == "length" for t in traj.turns)
 
     by_key = {(m.env, m.thinking_length): m for m in run["results"]}

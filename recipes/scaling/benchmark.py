@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -76,6 +78,9 @@ class Measurement:
     rollout_s: float
     train_s: float
     tokens: int  # sampled tokens in the whole batch
+    train_tokens: (
+        int  # tokens the training forward runs through: Delethink re-reads question + carry per chunk
+    )
     max_context: int  # longest turn (prompt + response): the most keys any decode step attended to
     peak_kv_bytes: int  # KV cache of the largest wave at its longest, computed from the model shape
 
@@ -125,12 +130,16 @@ def rollout(env: str, engine: HFRolloutEngine, prompt: list[int], cfg: BenchConf
     return asyncio.run(run_agent_loops(loop, [prompt] * cfg.batch, params))
 
 
-def train_step(actor: DataParallelPPOActor, trajectories: list[Trajectory], pad_token_id: int) -> None:
+def train_step(actor: DataParallelPPOActor, trajectories: list[Trajectory], pad_token_id: int) -> int:
+    """One PPO update on all rows; returns the tokens (prompt + response, no padding) it ran through."""
     # alternating advantages so the policy-gradient loss is not zero
     rows = trajectory_rows(trajectories, [1.0 if i % 2 else -1.0 for i in range(len(trajectories))])
     batch = collate_rows(rows, pad_token_id)
     batch["old_log_probs"] = batch["rollout_log_probs"]  # on-policy: the sampler's log-probs are the old ones
-    actor.update_policy(batch, num_mini_batches=1, correction_ratio=flat_batch_correction_ratio(len(rows), len(trajectories)))
+    actor.update_policy(
+        batch, num_mini_batches=1, correction_ratio=flat_batch_correction_ratio(len(rows), len(trajectories))
+    )
+    return int(batch["attention_mask"].sum())
 
 
 def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[Measurement], dict]:
@@ -144,7 +153,9 @@ def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[
     positions = max(1024, len(prompt) + longest)
     # eos_token_ids=[]: nothing ends a trajectory early, so every one thinks for exactly its budget
     engine = HFRolloutEngine(
-        build_model(tokenizer, max_position_embeddings=positions), eos_token_ids=[], pad_token_id=tokenizer.pad_token_id
+        build_model(tokenizer, max_position_embeddings=positions),
+        eos_token_ids=[],
+        pad_token_id=tokenizer.pad_token_id,
     )
     actor_model = build_model(tokenizer, max_position_embeddings=positions)
     actor_config = ActorConfig(
@@ -160,7 +171,7 @@ def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[
     kv_per_token = kv_bytes_per_token(engine.model)
 
     # warm-up: first calls pay for lazy initialisation (kernels, optimizer state) that is not rollout cost
-    warm = replace_chunks(cfg, 2)
+    warm = dataclasses.replace(cfg, chunks=(2,), repeats=1)
     for env in ENVS:
         train_step(actor, rollout(env, engine, prompt, warm, 2), tokenizer.pad_token_id)
 
@@ -168,8 +179,10 @@ def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[
     for num_chunks in cfg.chunks:
         length = cfg.thinking_length(num_chunks)
         for env in ENVS:
-            rollout_s, trajs = best_time(lambda: rollout(env, engine, prompt, cfg, num_chunks), cfg.repeats)  # noqa: B023
-            train_s, _ = best_time(lambda: train_step(actor, trajs, tokenizer.pad_token_id), cfg.repeats)  # noqa: B023
+            rollout_s, trajs = best_time(partial(rollout, env, engine, prompt, cfg, num_chunks), cfg.repeats)
+            train_s, train_tokens = best_time(
+                partial(train_step, actor, trajs, tokenizer.pad_token_id), cfg.repeats
+            )
             max_context = max(len(t.prompt_ids) + len(t.response_ids) for tr in trajs for t in tr.turns)
             m = Measurement(
                 env=env,
@@ -177,6 +190,7 @@ def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[
                 rollout_s=rollout_s,
                 train_s=train_s,
                 tokens=sum(tr.trace_length for tr in trajs),
+                train_tokens=train_tokens,
                 max_context=max_context,
                 # every trajectory's turns finish together, so each wave holds the whole batch
                 peak_kv_bytes=cfg.batch * max_context * kv_per_token,
@@ -185,10 +199,6 @@ def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[
             trajectories[(env, length)] = trajs
             log(f"  L={length:4d} {env:9s} rollout {rollout_s:6.2f}s  train {train_s:6.2f}s")
     return results, trajectories
-
-
-def replace_chunks(cfg: BenchConfig, num_chunks: int) -> BenchConfig:
-    return BenchConfig(cfg.batch, (num_chunks,), cfg.chunk_size, cfg.keep_head, cfg.keep_tail, 1)
 
 
 def ratios(results: list[Measurement]) -> dict[int, tuple[float, float, float]]:
@@ -204,12 +214,13 @@ def ratios(results: list[Measurement]) -> dict[int, tuple[float, float, float]]:
 def format_table(results: list[Measurement]) -> str:
     lines = [
         f"{'L':>5} {'env':9} {'rollout s':>9} {'ms/token':>8} {'tok/s':>7} {'max ctx':>7} "
-        f"{'KV MiB':>7} {'train s':>7}"
+        f"{'KV MiB':>7} {'train s':>7} {'train tok':>9}"
     ]
     for m in results:
         lines.append(
             f"{m.thinking_length:5d} {m.env:9} {m.rollout_s:9.3f} {m.ms_per_token:8.3f} "
-            f"{m.tokens / m.rollout_s:7.0f} {m.max_context:7d} {m.peak_kv_bytes / 2**20:7.2f} {m.train_s:7.3f}"
+            f"{m.tokens / m.rollout_s:7.0f} {m.max_context:7d} {m.peak_kv_bytes / 2**20:7.2f} "
+            f"{m.train_s:7.3f} {m.train_tokens:9d}"
         )
     lines.append("")
     lines.append(f"{'L':>5} {'LongCoT/Delethink:':>18} {'rollout':>7} {'train':>7} {'total':>7}")
@@ -261,8 +272,10 @@ def parse_args(argv: list[str] | None) -> tuple[BenchConfig, Path]:
     parser.add_argument("--keep-tail", type=int, default=24)
     parser.add_argument("--repeats", type=int, help="best-of repeats (default 3, quick 1)")
     args = parser.parse_args(argv)
-    defaults = dict(batch=4, chunks=[1, 2, 4, 8], repeats=1) if args.quick else dict(
-        batch=16, chunks=[1, 2, 4, 8, 16, 24], repeats=3
+    defaults = (
+        dict(batch=4, chunks=[1, 2, 4, 8], repeats=1)
+        if args.quick
+        else dict(batch=16, chunks=[1, 2, 4, 8, 16, 32, 64], repeats=3)
     )
     cfg = BenchConfig(
         batch=args.batch or defaults["batch"],
