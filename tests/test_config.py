@@ -171,7 +171,7 @@ def test_tiny_delethink_changes_only_the_thinking_environment():
 def _flatten(tree: dict, prefix: str = "") -> dict[str, object]:
     flat: dict[str, object] = {}
     for key, value in tree.items():
-        if isinstance(value, dict):
+        if isinstance(value, dict) and value:  # an empty section ({}) is a key of its own
             flat.update(_flatten(value, f"{prefix}{key}."))
         else:
             flat[f"{prefix}{key}"] = value

@@ -24,6 +24,7 @@ class PromptItem:
     data_source: str
     ground_truth: str
     extra_info: dict[str, Any] = field(default_factory=dict)
+    val_n: int | None = None  # validation samples for this prompt; None: rollout.val_kwargs.n
 
 
 def read_rows(path: str) -> list[dict[str, Any]]:

@@ -35,6 +35,9 @@ TRAINER_NAMES = ("ppo", "delethink")
 LOGGERS = ("console", "jsonl", "wandb")
 RESUME_MODES = ("auto", "disable", "path")
 DEVICES = ("cpu", "cuda")
+DTYPES = ("float32", "bfloat16", "float16")
+GYM_TRAIN_ON = ("last", "all")
+TASK_BAD_ROWS = ("filter", "error")
 
 
 class ConfigError(ValueError):
@@ -43,8 +46,8 @@ class ConfigError(ValueError):
 
 @dataclass
 class DataConfig:
-    train_files: list[str]
-    val_files: list[str]
+    train_files: list[str] = field(default_factory=list)  # prompt rows; or use train_tasks
+    val_files: list[str] = field(default_factory=list)  # prompt rows; or use val_tasks
     prompt_key: str = "prompt"
     max_prompt_length: int = 512  # tokens; Delethink: question + carry-over must fit
     max_response_length: int = 256  # tokens; LongCoT: the budget B; Delethink: the chunk size C
@@ -59,6 +62,15 @@ class DataConfig:
 class ModelConfig:
     path: str  # a local HF model directory or a hub id (org/name)
     enable_gradient_checkpointing: bool = False
+    use_remove_padding: bool = False  # pack rows into one sequence (varlen attention) instead of padding
+
+
+@dataclass
+class FSDPConfig:
+    param_offload: bool = False  # keep sharded parameters on CPU between uses (GPU only)
+    optimizer_offload: bool = False  # keep optimizer state on CPU between steps (GPU only)
+    param_dtype: str = "float32"  # compute dtype of the mixed-precision policy
+    reduce_dtype: str = "float32"  # dtype of gradient reduction
 
 
 @dataclass
@@ -86,7 +98,10 @@ class ActorConfig:
     kl_loss_coef: float = 0.001
     kl_loss_type: str = "low_var_kl"
     grad_clip: float = 1.0
+    use_dynamic_bsz: bool = False  # micro-batches by token budget instead of row count
+    ppo_max_token_len_per_gpu: int = 16384  # tokens per micro-batch with use_dynamic_bsz
     optim: OptimConfig = field(default_factory=OptimConfig)
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
 
 
 @dataclass
@@ -109,6 +124,16 @@ class AgentConfig:
 
 
 @dataclass
+class GymConfig:
+    """Defaults for the `gym` agent loop; a dataset row's env_config / ctx_config column wins."""
+
+    env_config: dict[str, Any] | None = None  # {"name": registered Env, other init keys}
+    ctx_config: dict[str, Any] | None = None  # {"name": registered ContextManager, other init keys}
+    train_on: str = "last"  # last: only the last assistant turn trains | all: every assistant turn
+    step_timeout_s: float = 30.0  # a reset/step that takes longer ends the episode with an error
+
+
+@dataclass
 class RolloutConfig:
     name: str = "hf"  # hf (CPU) | sglang (GPU)
     mode: str = "async"
@@ -117,6 +142,11 @@ class RolloutConfig:
     top_k: int = -1
     n: int = 8
     max_num_seqs: int = 256  # engine batch cap
+    log_prob_max_token_len_per_gpu: int = 16384  # tokens per old-log-prob micro-batch (dynamic bsz)
+    tensor_model_parallel_size: int = 1  # SGLang: GPUs per engine
+    gpu_memory_utilization: float = 0.5  # SGLang: fraction of GPU memory for weights + KV cache
+    free_cache_engine: bool = True  # SGLang: release engine memory while the actor trains
+    gym: GymConfig = field(default_factory=GymConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
     val_kwargs: SamplingConfig = field(default_factory=SamplingConfig)
@@ -125,6 +155,7 @@ class RolloutConfig:
 @dataclass
 class RefConfig:
     log_prob_micro_batch_size_per_gpu: int = 8
+    log_prob_max_token_len_per_gpu: int = 16384  # tokens per micro-batch with actor.use_dynamic_bsz
 
 
 @dataclass
@@ -183,6 +214,22 @@ class TrainerConfig:
 
 
 @dataclass
+class TaskConfig:
+    """A problem set in its original columns (problem / answer), turned into prompts by a template."""
+
+    path: str  # .jsonl, .json or .parquet
+    data_source: str  # names the task in metrics and picks the scorer
+    problem_key: str = "problem"
+    answer_key: str = "answer"
+    prompt_template: str = "{problem}"  # str.format with the row's columns
+    system_prompt: str | None = None
+    max_samples: int = -1  # -1: every row
+    shuffle_seed: int | None = None  # set: shuffle rows with this seed before max_samples
+    n: int | None = None  # validation samples per problem; None: rollout.val_kwargs.n
+    bad_rows: str = "filter"  # filter: drop bad rows and log the count | error: fail naming the row
+
+
+@dataclass
 class PolicyIterationConfig:
     data: DataConfig
     actor_rollout_ref: ActorRolloutRefConfig
@@ -190,6 +237,9 @@ class PolicyIterationConfig:
     reward_model: RewardModelConfig
     custom_reward_function: CustomRewardFunctionConfig
     trainer: TrainerConfig
+    train_tasks: dict[str, TaskConfig] = field(default_factory=dict)
+    val_tasks: dict[str, TaskConfig] = field(default_factory=dict)
+    external_plugins: list[str] = field(default_factory=list)  # modules or .py files imported at start-up
 
     @property
     def is_delethink(self) -> bool:
@@ -245,6 +295,15 @@ def load_config(cfg: DictConfig, check_paths: bool = True) -> PolicyIterationCon
     return config
 
 
+def to_dataclass(cls: type, tree: dict[str, Any], path: str = "") -> Any:
+    """Type-check a plain dict into dataclass `cls` (for configs other than the training one)."""
+    errors: list[str] = []
+    out = _build(cls, tree, path, errors)
+    if errors:
+        raise _error(errors)
+    return out
+
+
 def _error(errors: list[str]) -> ConfigError:
     if len(errors) == 1:
         return ConfigError(errors[0])
@@ -290,8 +349,15 @@ def _convert(tp: Any, value: Any, key: str, errors: list[str]) -> Any:
             return None
         (tp,) = (a for a in args if a is not type(None))
         origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return value
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, key, errors)
+    if origin is dict:
+        if not isinstance(value, dict):
+            errors.append(f"{key}={value!r}: must be a section of keys")
+            return _INVALID
+        return {str(k): _convert(args[1], v, _join(key, str(k)), errors) for k, v in value.items()}
     if origin is list:
         if isinstance(value, str):  # a single file or logger needs no brackets on the command line
             value = [value]
@@ -320,6 +386,10 @@ def _convert(tp: Any, value: Any, key: str, errors: list[str]) -> Any:
 # Rules between values
 
 
+def _field(node: Any, name: str) -> Any:
+    return node[name] if isinstance(node, dict) else getattr(node, name)
+
+
 def _rule_errors(c: PolicyIterationConfig) -> list[str]:
     # registries live next to the code they name; imported here so that the schema module stays light
     import verl.agent_loop  # noqa: F401  (registers the agent loops)
@@ -331,7 +401,7 @@ def _rule_errors(c: PolicyIterationConfig) -> list[str]:
     errors: list[str] = []
 
     def check(key: str, ok: Callable[[Any], bool], rule: str) -> None:
-        value = functools.reduce(getattr, key.split("."), c)
+        value = functools.reduce(_field, key.split("."), c)
         if not ok(value):
             errors.append(f"{key}={value!r}: {rule}")
 
@@ -364,8 +434,32 @@ def _rule_errors(c: PolicyIterationConfig) -> list[str]:
         check(key, lambda v: v >= 0, "must be >= 0")
     for key in ("data.val_batch_size", "trainer.test_freq", "trainer.save_freq"):
         check(key, lambda v: v == -1 or v > 0, "must be -1 (off / all at once) or > 0")
-    for key in ("data.train_files", "data.val_files"):
-        check(key, lambda v: len(v) > 0, "must list at least one file")
+    for split in ("train", "val"):
+        tasks = getattr(c, f"{split}_tasks")
+        check(
+            f"data.{split}_files",
+            lambda v, tasks=tasks: len(v) > 0 or len(tasks) > 0,
+            f"must list at least one file, or name tasks in {split}_tasks",
+        )
+        for name in tasks:
+            key = f"{split}_tasks.{name}"
+            check(f"{key}.max_samples", lambda v: v == -1 or v > 0, "must be -1 (every row) or > 0")
+            check(f"{key}.n", lambda v: v is None or v >= 1, "must be null or >= 1")
+            check(f"{key}.bad_rows", lambda v: v in TASK_BAD_ROWS, f"must be one of {list(TASK_BAD_ROWS)}")
+            for field_key in ("path", "data_source", "problem_key", "answer_key", "prompt_template"):
+                check(f"{key}.{field_key}", lambda v: v != "", "must not be empty")
+    for key in (
+        f"{actor}.ppo_max_token_len_per_gpu",
+        f"{rollout}.log_prob_max_token_len_per_gpu",
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
+        f"{rollout}.tensor_model_parallel_size",
+        f"{rollout}.gym.step_timeout_s",
+    ):
+        check(key, lambda v: v > 0, "must be > 0")
+    check(f"{rollout}.gpu_memory_utilization", lambda v: 0 < v <= 1, "must be in (0, 1]")
+    one_of(f"{rollout}.gym.train_on", GYM_TRAIN_ON)
+    for key in ("param_dtype", "reduce_dtype"):
+        one_of(f"{actor}.fsdp_config.{key}", DTYPES)
     for key in (
         "data.prompt_key",
         "actor_rollout_ref.model.path",
@@ -485,6 +579,10 @@ def _path_errors(c: PolicyIterationConfig) -> list[str]:
         for i, path in enumerate(getattr(c.data, key)):
             if not Path(path).exists():
                 missing(f"data.{key}[{i}]", path, "no such file")
+    for split in ("train", "val"):
+        for name, task in getattr(c, f"{split}_tasks").items():
+            if not Path(task.path).is_file():
+                missing(f"{split}_tasks.{name}.path", task.path, "no such file")
     reward_path = c.custom_reward_function.path
     if reward_path is not None and not Path(reward_path).is_file():
         missing("custom_reward_function.path", reward_path, "no such file")
