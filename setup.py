@@ -12,7 +12,7 @@ setup(
     package_data={"verl": ["trainer/config/*.yaml", "trainer/config/**/*.yaml"]},
     install_requires=[
         "torch>=2.13",
-        "transformers>=5.23,<6",
+        "transformers>=5.19,<6",  # 5.19: what sglang pins (model, engine, actor, e2e tests pass on it)
         "tokenizers>=0.23",
         "accelerate>=1.15",
         "hydra-core>=1.3.8,<1.4",
@@ -26,7 +26,9 @@ setup(
     ],
     extras_require={
         "dev": ["pytest==9.2.0", "ruff==0.17.6"],
-        # GPU rollout and packed attention; not installable on a CPU-only machine.
+        # GPU rollout (sglang pins torch 2.14.1, CUDA 13 kernels, transformers 5.19.0) and packed
+        # attention (flash-attn builds from source with nvcc against that torch: install it with
+        # --no-build-isolation). Install order and version notes: docs/GPU.md.
         "gpu": ["sglang==0.5.23", "flash-attn==2.8.3"],
     },
 )

@@ -8,6 +8,7 @@ from verl.agent_loop import AGENT_LOOPS
 from verl.agent_loop.delethink import DelethinkAgentLoop, chunk_seed
 from verl.agent_loop.manager import run_agent_loops
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
+from verl.data.rl_dataset import PromptItem
 from verl.workers.rollout.base import GenerateOutput, RolloutEngine, SamplingParams
 
 EOS = 999
@@ -40,8 +41,12 @@ class CountingEngine(RolloutEngine):
 QUESTION = [-3, -2, 0]  # non-positive ids stand for question tokens
 
 
+def item(prompt_ids):
+    return PromptItem(list(prompt_ids), "test", "0")
+
+
 def run(loop, prompt=QUESTION, budget=10, seed=5):
-    return asyncio.run(loop.run(prompt, SamplingParams(max_new_tokens=budget, seed=seed)))
+    return asyncio.run(loop.run(item(prompt), SamplingParams(max_new_tokens=budget, seed=seed)))
 
 
 def test_registry_has_both_loops():
@@ -108,10 +113,16 @@ def test_manager_runs_all_in_order():
     prompts = [[0], [-1, 0], [-2, -1, 0]]
     trajs = asyncio.run(
         run_agent_loops(
-            SingleTurnAgentLoop(engine), prompts, [SamplingParams(max_new_tokens=n) for n in (1, 2, 3)]
+            SingleTurnAgentLoop(engine),
+            [item(p) for p in prompts],
+            [SamplingParams(max_new_tokens=n) for n in (1, 2, 3)],
         )
     )
     assert [t.turns[0].prompt_ids for t in trajs] == prompts
     assert [t.trace_length for t in trajs] == [1, 2, 3]
-    with pytest.raises(ValueError, match="3 prompts but 1 sampling"):
-        asyncio.run(run_agent_loops(SingleTurnAgentLoop(engine), prompts, [SamplingParams(max_new_tokens=1)]))
+    with pytest.raises(ValueError, match="3 items but 1 sampling"):
+        asyncio.run(
+            run_agent_loops(
+                SingleTurnAgentLoop(engine), [item(p) for p in prompts], [SamplingParams(max_new_tokens=1)]
+            )
+        )

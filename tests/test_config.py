@@ -101,7 +101,8 @@ def _overrides(name: str) -> list[str]:
 
 
 def test_every_yaml_in_the_config_dir_is_covered():
-    names = {p.stem for p in CONFIG_DIR.glob("*.yaml")} - {"sft_tiny"}  # sft_tiny belongs to main_sft
+    other_entry_points = {"sft_tiny", "eval"}  # main_sft's and main_eval's configs
+    names = {p.stem for p in CONFIG_DIR.glob("*.yaml")} - other_entry_points
     assert names == set(EXPECTED)
 
 
@@ -201,6 +202,7 @@ def _dataclass_keys(cls: type, prefix: str = "") -> set[str]:
 def test_base_yaml_has_exactly_the_dataclass_keys():
     tree = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "policy_iteration.yaml"), resolve=False)
     assert tree.pop("hydra") == {"run": {"dir": "${trainer.default_local_dir}"}, "job": {"chdir": False}}
+    assert tree.pop("defaults") == [{"train_tasks": None}, {"val_tasks": None}, "_self_"]
     assert set(_flatten(tree)) == _dataclass_keys(PolicyIterationConfig)
 
 

@@ -285,7 +285,8 @@ def test_required_keys_without_values_are_named():
 def test_data_needs_files_or_tasks():
     message = _error("policy_iteration", ["actor_rollout_ref.model.path=org/model"])
     for split in ("train", "val"):
-        assert f"data.{split}_files=[]: must list at least one file, or name tasks in {split}_tasks" in message
+        rule = f"must list at least one file, or name tasks in {split}_tasks"
+        assert f"data.{split}_files=[]: {rule}" in message
 
 
 def _tree(name: str) -> dict:

@@ -1,4 +1,5 @@
-"""The actor's update: micro-batching gives exactly the mini-batch gradient, in every loss mode."""
+"""The actor's update: micro-batching (by rows or by token budget) gives exactly the mini-batch
+gradient, in every loss mode; log-probs come back in row order whatever the grouping."""
 
 import copy
 
@@ -10,7 +11,9 @@ from verl.models.tiny import build_model, build_tokenizer
 from verl.trainer.config_schema import ActorConfig
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.batch import collate_rows, trajectory_rows
-from verl.workers.actor.dp_actor import DataParallelPPOActor
+from verl.workers.actor.dp_actor import DataParallelPPOActor, row_token_counts
+
+ADVANTAGES = [1.0, -0.5, 0.25, 2.0, -1.0, 0.5, -2.0, 0.75]
 
 
 @pytest.fixture(scope="module")
@@ -19,18 +22,19 @@ def model():
     return build_model(build_tokenizer(), seed=0)
 
 
-def make_batch(actor):
+def make_batch(actor, num_trajectories=6):
+    """Uneven prompt and response lengths; every other trajectory has two chunks (two rows)."""
     g = torch.Generator().manual_seed(1)
     trajs = []
-    for i in range(6):  # uneven prompt and response lengths, some trajectories with two chunks
+    for i in range(num_trajectories):
         turns = []
         for c in range(1 + i % 2):
             prompt = torch.randint(3, 200, (3 + i + c,), generator=g).tolist()
             resp = torch.randint(3, 200, (2 + (i * 3 + c) % 5,), generator=g).tolist()
             turns.append(Turn(prompt, resp, [0.0] * len(resp), "length"))
         trajs.append(Trajectory(turns))
-    batch = collate_rows(trajectory_rows(trajs, [1.0, -0.5, 0.25, 2.0, -1.0, 0.5]), pad_token_id=0)
-    old = actor.compute_log_prob(batch, rows_per_micro=4)
+    batch = collate_rows(trajectory_rows(trajs, ADVANTAGES[:num_trajectories]), pad_token_id=0)
+    old = actor.compute_log_prob(batch, rows_per_micro=4, max_token_len=64)
     # every other row off-policy by a ratio of e^0.3 = 1.35 > 1 + clip_ratio_high: those tokens clip
     batch["old_log_probs"] = old - 0.3 * (torch.arange(old.shape[0])[:, None] % 2)
     batch["rollout_log_probs"] = old + 0.1
@@ -38,32 +42,84 @@ def make_batch(actor):
     return batch
 
 
-def grads_after_update(model, mode, rows_per_micro):
+def actor_config(**overrides):
+    settings = dict(tis_imp_ratio_cap=2.0, use_kl_loss=True, entropy_coeff=0.01, grad_clip=1e9)
+    return ActorConfig(**{**settings, **overrides})
+
+
+def update(model, lr=0.0, use_remove_padding=False, num_mini_batches=1, **overrides):
+    """One update of a copy of `model`; returns (gradients, parameters after the step, metrics)."""
     m = copy.deepcopy(model)
-    cfg = ActorConfig(
-        loss_agg_mode=mode,
-        ppo_micro_batch_size_per_gpu=rows_per_micro,
-        tis_imp_ratio_cap=2.0,
-        use_kl_loss=True,
-        entropy_coeff=0.01,
-        grad_clip=1e9,
-    )
-    optimizer = torch.optim.SGD(m.parameters(), lr=0.0)  # lr 0: keep weights, inspect gradients
-    actor = DataParallelPPOActor(m, optimizer, cfg, temperature=1.0, norm_length=8)
+    optimizer = torch.optim.SGD(m.parameters(), lr=lr)  # lr 0: keep weights, inspect gradients
+    actor = DataParallelPPOActor(
+        m, optimizer, actor_config(**overrides), temperature=1.0, norm_length=8,
+        use_remove_padding=use_remove_padding,
+    )  # fmt: skip
     batch = make_batch(actor)
-    metrics = actor.update_policy(batch, num_mini_batches=1, correction_ratio=1.5)
-    return {n: p.grad.clone() for n, p in m.named_parameters()}, metrics
+    metrics = actor.update_policy(batch, num_mini_batches=num_mini_batches, correction_ratio=1.5)
+    grads = {n: p.grad.clone() for n, p in m.named_parameters()}
+    return grads, {n: p.detach().clone() for n, p in m.named_parameters()}, metrics
+
+
+def assert_same_update(a, b, atol=1e-6):
+    for name in a[0]:
+        torch.testing.assert_close(a[0][name], b[0][name], atol=atol, rtol=1e-4)
+        torch.testing.assert_close(a[1][name], b[1][name], atol=atol, rtol=1e-4)
+    for key in ("actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "actor/pg_clipfrac", "actor/entropy"):
+        assert a[2][key] == pytest.approx(b[2][key], rel=1e-5, abs=1e-7), key
 
 
 @pytest.mark.parametrize("mode", core_algos.LOSS_AGG_MODES)
 def test_micro_batches_sum_to_the_mini_batch_gradient(model, mode):
-    whole, m_whole = grads_after_update(model, mode, rows_per_micro=64)
-    split, m_split = grads_after_update(model, mode, rows_per_micro=2)
-    for name in whole:
-        torch.testing.assert_close(split[name], whole[name], atol=1e-6, rtol=1e-4)
-    assert m_split["actor/pg_loss"] == pytest.approx(m_whole["actor/pg_loss"], rel=1e-5, abs=1e-7)
-    assert m_split["actor/kl_loss"] == pytest.approx(m_whole["actor/kl_loss"], rel=1e-5, abs=1e-7)
-    assert 0 < m_whole["actor/pg_clipfrac"] < 1 and m_whole["actor/grad_norm"] > 0
+    whole = update(model, loss_agg_mode=mode, ppo_micro_batch_size_per_gpu=64)
+    split = update(model, loss_agg_mode=mode, ppo_micro_batch_size_per_gpu=2)
+    assert_same_update(split, whole)
+    assert whole[2]["actor/micro_batches"] == 1 and split[2]["actor/micro_batches"] == 5  # 9 rows
+    assert 0 < whole[2]["actor/pg_clipfrac"] < 1 and whole[2]["actor/grad_norm"] > 0
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-norm-trace-length"])
+def test_token_budget_micro_batches_give_the_one_big_batch_gradient(model, mode):
+    """The issue's test: token-budget micro-batching gives the same gradients (and step) as one big
+    micro-batch. The 9 rows hold 5 to 12 real tokens (87 in all): a budget of 24 needs at least 4
+    micro-batches."""
+    whole = update(model, lr=0.1, loss_agg_mode=mode, ppo_micro_batch_size_per_gpu=64)
+    budget = update(
+        model, lr=0.1, loss_agg_mode=mode, use_dynamic_bsz=True, ppo_max_token_len_per_gpu=24,
+        ppo_micro_batch_size_per_gpu=1,  # ignored with use_dynamic_bsz
+    )  # fmt: skip
+    assert_same_update(budget, whole)
+    assert budget[2]["actor/micro_batches"] >= 4 and budget[2]["actor/rows_over_budget"] == 0
+
+
+def test_token_budget_spans_mini_batches_and_epochs(model):
+    whole = update(model, lr=0.1, num_mini_batches=3, ppo_epochs=2, ppo_micro_batch_size_per_gpu=64)
+    budget = update(
+        model, lr=0.1, num_mini_batches=3, ppo_epochs=2, use_dynamic_bsz=True, ppo_max_token_len_per_gpu=20
+    )
+    assert_same_update(budget, whole)
+
+
+def test_rows_over_the_budget_run_alone_with_a_warning(model):
+    with pytest.warns(UserWarning, match="longer than actor.ppo_max_token_len_per_gpu=10"):
+        _, _, metrics = update(model, use_dynamic_bsz=True, ppo_max_token_len_per_gpu=10)
+    # rows of 5, 8, 8, 9, 9, 10, 11, 11, 12, 12 tokens: no two fit in 10, four are over it
+    assert metrics["actor/micro_batches"] == 9
+    assert metrics["actor/rows_over_budget"] == 4 and metrics["actor/zero_weight_micro_batches"] == 0
+
+
+def test_log_probs_come_back_in_row_order(model):
+    actor = DataParallelPPOActor(copy.deepcopy(model), None, actor_config(), temperature=0.7, norm_length=8)
+    batch = make_batch(actor)
+    by_rows = actor.compute_log_prob(batch, rows_per_micro=9)
+    actor.config.use_dynamic_bsz = True
+    # the balanced grouping reorders rows (largest first); the result must not be
+    by_tokens = actor.compute_log_prob(batch, rows_per_micro=1, max_token_len=30)
+    mask = batch["response_mask"].bool()
+    torch.testing.assert_close(by_tokens[mask], by_rows[mask], atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="set log_prob_max_token_len_per_gpu"):
+        actor.compute_log_prob(batch, rows_per_micro=1)
+    assert sorted(row_token_counts(batch)) == sorted(batch["attention_mask"].sum(-1).tolist())
 
 
 def test_rows_must_split_into_mini_batches(model):
@@ -71,3 +127,24 @@ def test_rows_must_split_into_mini_batches(model):
     batch = make_batch(actor)
     with pytest.raises(ValueError, match="do not split into 4 mini-batches"):
         actor.update_policy(batch, num_mini_batches=4)
+    batch["mini_batch_index"] = torch.tensor([0, 1, 2, 3, 4, 0, 1, 2, 3])
+    with pytest.raises(ValueError, match=r"mini_batch_index of rows \[4\] is outside \[0, 4\)"):
+        actor.update_policy(batch, num_mini_batches=4)
+
+
+def test_mini_batch_index_groups_rows(model):
+    """Rows given as interleaved mini-batches by index train like the contiguous blocks they name."""
+    blocks = update(model, lr=0.1, num_mini_batches=3, ppo_micro_batch_size_per_gpu=2)
+    m = copy.deepcopy(model)
+    optimizer = torch.optim.SGD(m.parameters(), lr=0.1)
+    actor = DataParallelPPOActor(
+        m, optimizer, actor_config(ppo_micro_batch_size_per_gpu=2), temperature=1.0, norm_length=8
+    )
+    batch = make_batch(actor)
+    order = torch.tensor([8, 0, 3, 1, 6, 4, 7, 2, 5])  # rows shuffled; index says which block each is in
+    shuffled = {k: v[order] for k, v in batch.items()}
+    shuffled["mini_batch_index"] = order // 3
+    metrics = actor.update_policy(shuffled, num_mini_batches=3, correction_ratio=1.5)
+    for name, p in m.named_parameters():
+        torch.testing.assert_close(p.detach(), blocks[1][name], atol=1e-6, rtol=1e-4)
+    assert metrics["actor/pg_loss"] == pytest.approx(blocks[2]["actor/pg_loss"], rel=1e-5)

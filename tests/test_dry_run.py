@@ -20,6 +20,7 @@ SCRIPTS = {
     "examples/reproduce_rl_training/delethink_96k.sh": ["up to I = 23 chunks", "thinking budget 98304 "],
     "examples/longcot_template.sh": ["LongCoT", "thinking budget 128 "],
     "examples/delethink_template.sh": ["Delethink", "thinking budget 128 "],
+    "examples/multi_node_template.sh": ["ray start --head --port=6379", "2 node(s) x 8 cuda", "Delethink"],
 }  # fmt: skip
 
 
@@ -46,3 +47,15 @@ def test_dry_run_still_validates_and_takes_overrides():
     bad = dry_run(script, "algorithm.delethink.keep_tail=0")
     assert bad.returncode == 2 and "algorithm.delethink.keep_tail=0" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_dry_run_describes_a_gym_run():
+    done = dry_run(
+        "examples/longcot_template.sh",
+        "actor_rollout_ref.rollout.agent.default_agent_loop=gym",
+        "actor_rollout_ref.rollout.gym.env_config={name:math,max_attempts:2}",
+        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=2",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "gym: env math, context manager none" in done.stdout
+    assert "up to 2 model turns, training on last" in done.stdout

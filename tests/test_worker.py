@@ -1,10 +1,13 @@
 """The colocated worker in-process: sampled tokens are the trained tokens, and after an update the
 engine samples from the new weights."""
 
+import asyncio
+
 import pytest
 import torch
 
 from tests.e2e_utils import tiny_config
+from verl.data.rl_dataset import PromptItem
 from verl.trainer.ppo.batch import collate_rows, trajectory_rows
 from verl.workers.fsdp_workers import ActorRolloutRefWorker
 from verl.workers.rollout.base import SamplingParams
@@ -25,6 +28,7 @@ def worker(tiny_assets, tmp_path_factory):
         "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=3",
     )
     w = ActorRolloutRefWorker(cfg)
+    w.init_model()
     yield w
     w.shutdown()
 
@@ -32,7 +36,7 @@ def worker(tiny_assets, tmp_path_factory):
 def sample(worker, seed=0):
     prompt = worker.tokenizer("<|user|>a3 b5<|assistant|><think>", add_special_tokens=False)["input_ids"]
     params = [SamplingParams(max_new_tokens=12, temperature=1.0, seed=seed + i) for i in range(4)]
-    return worker.generate([prompt] * 4, params)
+    return asyncio.run(worker.generate([PromptItem(prompt, "test", "0")] * 4, params))
 
 
 def test_rollout_log_probs_match_the_actor_and_update_reaches_the_engine(worker):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The paper's recipe: LongCoT-RL with an 8K thinking budget.
 # R1-Distill-Qwen-1.5B, one node of 8 GPUs (config: verl/trainer/config/r1d-1.5b_deepscaler_longcot_8k.yaml).
-# Hydra overrides pass through, e.g. data.train_files=/path/to/deepscaler.jsonl trainer.nnodes=2
+# Hydra overrides pass through, e.g. train_tasks.deepscaler.path=/path/to/deepscaler.json trainer.nnodes=2
 # DRY_RUN=1 validates the config and prints the plan (GPUs, batches, budgets), no GPU or model needed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -29,6 +29,7 @@ from verl.agent_loop.base import AgentLoop, Trajectory
 from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.agent_loop.manager import run_agent_loops
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
+from verl.data.rl_dataset import PromptItem
 from verl.models.tiny import build_model, build_tokenizer
 from verl.trainer.config_schema import ActorConfig
 from verl.trainer.delethink_ppo.flatten import flat_batch_correction_ratio
@@ -127,7 +128,8 @@ def rollout(env: str, engine: HFRolloutEngine, prompt: list[int], cfg: BenchConf
     loop = make_loop(env, engine, cfg, num_chunks)
     first_budget = cfg.thinking_length(num_chunks) if env == "LongCoT" else cfg.chunk_size
     params = [SamplingParams(max_new_tokens=first_budget, seed=i) for i in range(cfg.batch)]
-    return asyncio.run(run_agent_loops(loop, [prompt] * cfg.batch, params))
+    items = [PromptItem(prompt, "benchmark", "")] * cfg.batch
+    return asyncio.run(run_agent_loops(loop, items, params))
 
 
 def train_step(actor: DataParallelPPOActor, trajectories: list[Trajectory], pad_token_id: int) -> int:

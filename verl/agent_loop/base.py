@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verl.workers.rollout.base import FinishReason, RolloutEngine, SamplingParams
+
+if TYPE_CHECKING:
+    from verl.data.rl_dataset import PromptItem
 
 
 @dataclass
@@ -20,6 +23,7 @@ class Turn:
     response_ids: list[int]
     rollout_log_probs: list[float]
     finish_reason: FinishReason
+    trainable: bool = True  # False: the turn is context only (gym train_on=last trains the last turn only)
 
 
 @dataclass
@@ -52,8 +56,9 @@ class AgentLoop(ABC):
         self.engine = engine
 
     @abstractmethod
-    async def run(self, prompt_ids: list[int], sampling_params: SamplingParams) -> Trajectory:
-        """`sampling_params.max_new_tokens` is the first turn's budget (data.max_response_length)."""
+    async def run(self, item: PromptItem, sampling_params: SamplingParams) -> Trajectory:
+        """One trajectory for the dataset item (its `prompt_ids`, and for envs its row columns).
+        `sampling_params.max_new_tokens` is the first turn's budget (data.max_response_length)."""
 
 
 AGENT_LOOPS: dict[str, type[AgentLoop]] = {}

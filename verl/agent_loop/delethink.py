@@ -14,6 +14,7 @@ import numpy as np
 
 from verl.agent_loop.base import AgentLoop, Trajectory, Turn, register_agent_loop
 from verl.agent_loop.trimmers import get_trimmer
+from verl.data.rl_dataset import PromptItem
 from verl.workers.rollout.base import RolloutEngine, SamplingParams
 
 
@@ -44,7 +45,8 @@ class DelethinkAgentLoop(AgentLoop):
         self.max_chunks = max_chunks
         self.trim = get_trimmer(trimmer_name)
 
-    async def run(self, prompt_ids: list[int], sampling_params: SamplingParams) -> Trajectory:
+    async def run(self, item: PromptItem, sampling_params: SamplingParams) -> Trajectory:
+        prompt_ids = item.prompt_ids
         turns: list[Turn] = []
         thinking: list[int] = []
         chunk_prompt = list(prompt_ids)

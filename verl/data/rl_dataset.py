@@ -25,6 +25,9 @@ class PromptItem:
     ground_truth: str
     extra_info: dict[str, Any] = field(default_factory=dict)
     val_n: int | None = None  # validation samples for this prompt; None: rollout.val_kwargs.n
+    messages: list[dict[str, str]] = field(default_factory=list)  # the prompt as chat messages (gym reset)
+    env_config: dict[str, Any] | None = None  # row column for the gym loop; wins over rollout.gym's
+    ctx_config: dict[str, Any] | None = None  # row column for the gym loop; wins over rollout.gym's
 
 
 def read_rows(path: str) -> list[dict[str, Any]]:
@@ -59,10 +62,31 @@ def encode_prompt(tokenizer, prompt: list[dict[str, str]] | str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
+def gym_column(row: dict[str, Any], column: str, where: str) -> dict[str, Any] | None:
+    """A row's env_config / ctx_config: a dict (or its JSON text) naming a registered class, or None."""
+    import verl.envs  # noqa: F401  (registers the built-in envs; plugins were imported at start-up)
+    from verl.envs.base import CONTEXT_MANAGERS, ENVS, config_problem
+
+    value = row.get(column)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{where}: column {column!r} is not valid JSON ({e.msg})") from None
+    registry, kind = (ENVS, "env") if column == "env_config" else (CONTEXT_MANAGERS, "context manager")
+    problem = config_problem(value, registry, kind)
+    if problem:
+        raise ValueError(f"{where}: column {column!r} {problem} (plugins come from external_plugins)")
+    return value
+
+
 def load_prompts(
     files: list[str], tokenizer, prompt_key: str, max_prompt_tokens: int, filter_overlong: bool
 ) -> list[PromptItem]:
-    """Tokenise every row. A row without a prompt or ground truth is an error naming file and row.
+    """Tokenise every row. A row without a prompt is an error naming file and row, and so is one
+    without a ground truth unless it names its env in an `env_config` column (the env is its judge).
     A prompt longer than `max_prompt_tokens` is dropped (counted in the log) or, with
     `filter_overlong=False`, an error naming the row."""
     items: list[PromptItem] = []
@@ -73,9 +97,13 @@ def load_prompts(
             prompt = row.get(prompt_key)
             if not prompt or not isinstance(prompt, str | list):
                 raise ValueError(f"{where}: missing or empty {prompt_key!r} (data.prompt_key)")
+            env_config = gym_column(row, "env_config", where)
+            ctx_config = gym_column(row, "ctx_config", where)
             ground_truth = (row.get("reward_model") or {}).get("ground_truth")
             if ground_truth is None or str(ground_truth).strip() == "":
-                raise ValueError(f"{where}: missing reward_model.ground_truth")
+                if env_config is None:
+                    raise ValueError(f"{where}: missing reward_model.ground_truth")
+                ground_truth = ""
             ids = encode_prompt(tokenizer, prompt)
             if len(ids) > max_prompt_tokens:
                 if not filter_overlong:
@@ -92,6 +120,9 @@ def load_prompts(
                     str(row.get("data_source", "unknown")),
                     str(ground_truth),
                     dict(row.get("extra_info") or {}),
+                    messages=[{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt,
+                    env_config=env_config,
+                    ctx_config=ctx_config,
                 )
             )
     if dropped:

@@ -115,12 +115,12 @@ class SamplingConfig:
 
 @dataclass
 class MultiTurnConfig:
-    max_assistant_turns: int = 1  # Delethink: I, the number of chunks
+    max_assistant_turns: int = 1  # Delethink: I, the number of chunks; gym: the most model turns
 
 
 @dataclass
 class AgentConfig:
-    default_agent_loop: str = "single_turn"  # single_turn | delethink
+    default_agent_loop: str = "single_turn"  # single_turn | delethink | gym
 
 
 @dataclass
@@ -131,6 +131,17 @@ class GymConfig:
     ctx_config: dict[str, Any] | None = None  # {"name": registered ContextManager, other init keys}
     train_on: str = "last"  # last: only the last assistant turn trains | all: every assistant turn
     step_timeout_s: float = 30.0  # a reset/step that takes longer ends the episode with an error
+    max_prompt_tokens: int | None = None  # a longer next prompt ends the episode (truncated); null: no cap
+
+
+@dataclass
+class EnvManagerConfig:
+    """Rollouts through environment-manager workers (verl/env_manager) instead of the agent-loop batch."""
+
+    enable: bool = False
+    num_workers: int = 1  # rollout worker actors; env managers are dealt to them round-robin
+    num_groups: int = -1  # training groups of rollout.n env managers; -1: data.train_batch_size
+    num_val_groups: int = -1  # validation groups of val_kwargs.n env managers; -1: num_groups
 
 
 @dataclass
@@ -147,6 +158,7 @@ class RolloutConfig:
     gpu_memory_utilization: float = 0.5  # SGLang: fraction of GPU memory for weights + KV cache
     free_cache_engine: bool = True  # SGLang: release engine memory while the actor trains
     gym: GymConfig = field(default_factory=GymConfig)
+    env_manager: EnvManagerConfig = field(default_factory=EnvManagerConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
     val_kwargs: SamplingConfig = field(default_factory=SamplingConfig)
@@ -221,6 +233,7 @@ class TaskConfig:
     data_source: str  # names the task in metrics and picks the scorer
     problem_key: str = "problem"
     answer_key: str = "answer"
+    answer_marker: str | None = None  # GSM8K "####": the answer column is a solution, the answer follows this
     prompt_template: str = "{problem}"  # str.format with the row's columns
     system_prompt: str | None = None
     max_samples: int = -1  # -1: every row
@@ -393,12 +406,21 @@ def _field(node: Any, name: str) -> Any:
 def _rule_errors(c: PolicyIterationConfig) -> list[str]:
     # registries live next to the code they name; imported here so that the schema module stays light
     import verl.agent_loop  # noqa: F401  (registers the agent loops)
+    import verl.envs  # noqa: F401  (registers the built-in envs and context managers)
     from verl.agent_loop.base import AGENT_LOOPS
     from verl.agent_loop.trimmers import TRIMMERS
+    from verl.envs.base import CONTEXT_MANAGERS, ENVS, config_problem
+    from verl.envs.plugins import import_plugin
     from verl.trainer.ppo import core_algos
     from verl.workers.reward_manager import REWARD_MANAGERS
 
     errors: list[str] = []
+    # plugins first: the names they register must validate below
+    for i, entry in enumerate(c.external_plugins):
+        try:
+            import_plugin(entry)
+        except ValueError as e:
+            errors.append(f"external_plugins[{i}]: {e}")
 
     def check(key: str, ok: Callable[[Any], bool], rule: str) -> None:
         value = functools.reduce(_field, key.split("."), c)
@@ -456,8 +478,36 @@ def _rule_errors(c: PolicyIterationConfig) -> list[str]:
         f"{rollout}.gym.step_timeout_s",
     ):
         check(key, lambda v: v > 0, "must be > 0")
+    check(f"{rollout}.gym.max_prompt_tokens", lambda v: v is None or v > 0, "must be null (no cap) or > 0")
     check(f"{rollout}.gpu_memory_utilization", lambda v: 0 < v <= 1, "must be in (0, 1]")
+    em = f"{rollout}.env_manager"
+    check(f"{em}.num_workers", lambda v: v >= 1, "must be >= 1")
+    batch = c.data.train_batch_size
+    check(
+        f"{em}.num_groups",
+        lambda v: v == -1 or (v >= 1 and batch % v == 0),
+        f"must be -1 or divide data.train_batch_size={batch} (each group runs an equal share of episodes)",
+    )
+    check(f"{em}.num_val_groups", lambda v: v == -1 or v >= 1, "must be -1 (num_groups) or >= 1")
+    if c.actor_rollout_ref.rollout.env_manager.enable:
+        val_n = c.actor_rollout_ref.rollout.val_kwargs.n
+        for name in c.val_tasks:
+            check(
+                f"val_tasks.{name}.n",
+                lambda v: v is None or v == val_n,
+                f"must be null or equal {rollout}.val_kwargs.n={val_n} with {em}.enable=true "
+                "(a validation group of env managers has one size)",
+            )
     one_of(f"{rollout}.gym.train_on", GYM_TRAIN_ON)
+    gym = c.actor_rollout_ref.rollout.gym
+    for name, registry, kind in (
+        ("env_config", ENVS, "env"),
+        ("ctx_config", CONTEXT_MANAGERS, "context manager"),
+    ):
+        value = getattr(gym, name)
+        problem = None if value is None else config_problem(value, registry, kind)
+        if problem:
+            errors.append(f"{rollout}.gym.{name}={value!r}: {problem} (plugins come from external_plugins)")
     for key in ("param_dtype", "reduce_dtype"):
         one_of(f"{actor}.fsdp_config.{key}", DTYPES)
     for key in (
@@ -520,10 +570,36 @@ def _rule_errors(c: PolicyIterationConfig) -> list[str]:
     )
 
     check(f"{rollout}.multi_turn.max_assistant_turns", lambda v: v >= 1, "must be >= 1")
+    world_size = c.trainer.nnodes * c.trainer.n_gpus_per_node
+    mini_rows = c.actor_rollout_ref.actor.ppo_mini_batch_size * c.actor_rollout_ref.rollout.n
+    even_split = c.trainer.name == "ppo" and not c.actor_rollout_ref.actor.use_dynamic_bsz  # else rows vary
+    check(
+        f"{actor}.ppo_mini_batch_size",
+        lambda v: not even_split or world_size <= 0 or mini_rows % world_size == 0,
+        f"times {rollout}.n = {mini_rows} rows per mini-batch must split evenly over "
+        f"trainer.nnodes x trainer.n_gpus_per_node = {world_size} ranks",
+    )
+    for key in ("param_offload", "optimizer_offload"):
+        check(
+            f"{actor}.fsdp_config.{key}",
+            lambda v: not v or device == "cuda",
+            "offloading moves GPU memory to the CPU; with trainer.device=cpu there is nothing to offload",
+        )
     if c.trainer.name == "ppo":
         use_delethink_trainer = "trainer.name=ppo trains one row per trajectory; use trainer.name=delethink"
         check(f"{rollout}.agent.default_agent_loop", lambda v: v != "delethink", use_delethink_trainer)
-        check(f"{rollout}.multi_turn.max_assistant_turns", lambda v: v <= 1, use_delethink_trainer)
+        loop = c.actor_rollout_ref.rollout.agent.default_agent_loop
+        check(
+            f"{rollout}.multi_turn.max_assistant_turns",
+            lambda v: v <= 1 or (loop == "gym" and gym.train_on == "last"),
+            f"{use_delethink_trainer} (or the gym loop with gym.train_on=last: it trains the last turn only)",
+        )
+        check(
+            f"{rollout}.gym.train_on",
+            lambda v: loop != "gym" or v == "last",
+            "train_on=all trains every assistant turn as its own row; use trainer.name=delethink (one row "
+            "per turn, padded to the mini-batches, loss rescaled to a mean over trajectories)",
+        )
 
     if c.is_delethink:
         chunk = c.data.max_response_length

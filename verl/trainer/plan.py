@@ -36,6 +36,21 @@ def describe_plan(config: PolicyIterationConfig) -> str:
             ("context", f"<= {data.max_prompt_length} prompt + {data.max_response_length} new per chunk"),
             ("rows per step", f"{trajectories} to {trajectories * chunks} (one per chunk)"),
         ]  # fmt: skip
+    elif rollout.agent.default_agent_loop == "gym":
+        gym = rollout.gym
+        env = (gym.env_config or {}).get("name", "from each row's env_config")
+        ctx = (gym.ctx_config or {}).get("name", "none (or each row's ctx_config)")
+        rows += [
+            ("environment", f"gym: env {env}, context manager {ctx}"),
+            (
+                "turns",
+                f"up to {rollout.multi_turn.max_assistant_turns} model turns, training on {gym.train_on}",
+            ),
+            (
+                "context",
+                f"<= {data.max_prompt_length} prompt + {data.max_response_length} new tokens per turn",
+            ),
+        ]
     else:
         rows += [
             ("environment", "LongCoT (one response)"),

@@ -1,8 +1,14 @@
-"""The colocated actor + rollout (+ reference) worker: one process that trains and samples.
+"""The colocated actor + rollout (+ reference) worker: one process per device that trains and samples.
 
-It holds the FSDP2-sharded policy with its optimizer, a rollout engine with its own copy of the
+It holds one FSDP2 shard of the policy with its optimizer, a rollout engine with a full copy of the
 weights (refreshed in place after every update), the agent loop that drives the engine, and an
-optional frozen reference policy for a KL loss. The Ray driver calls its methods with plain data.
+optional frozen reference policy for a KL loss. `verl.workers.worker_group` runs N of them as Ray
+actors; the driver calls them with plain data. Construction is cheap; `init_model` joins the process
+group and loads the models, so the group can learn rank 0's address first.
+
+Rollout methods are `async`: Ray then runs the worker as an async actor, so concurrent callers
+(the driver's batch, or environment rollout workers calling `generate_one`) share the engine's
+batches. The training methods are plain functions that run to completion on the same thread.
 """
 
 from __future__ import annotations
@@ -12,7 +18,10 @@ import json
 import os
 import random
 import socket
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,14 +33,18 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
     set_optimizer_state_dict,
 )
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from verl.agent_loop.base import Trajectory
 from verl.agent_loop.manager import build_agent_loop, run_agent_loops
-from verl.trainer.config_schema import PolicyIterationConfig
+from verl.data.rl_dataset import PromptItem
+from verl.envs.base import close_open_envs
+from verl.envs.plugins import import_plugins
+from verl.trainer.config_schema import FSDPConfig, PolicyIterationConfig
 from verl.workers.actor.dp_actor import DataParallelPPOActor
-from verl.workers.rollout.base import SamplingParams
+from verl.workers.rollout.base import GenerateOutput, SamplingParams
 
 FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
@@ -46,14 +59,53 @@ def load_causal_lm(path: str) -> PreTrainedModel:
     return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
 
 
-def shard_model(model: PreTrainedModel, mesh) -> PreTrainedModel:
+def shard_model(model: PreTrainedModel, mesh, fsdp: FSDPConfig | None = None) -> PreTrainedModel:
     """FSDP2: each transformer block is its own shard group, the root holds embeddings and head."""
+    fsdp = fsdp or FSDPConfig()
+    kwargs = {
+        "mesh": mesh,
+        "mp_policy": MixedPrecisionPolicy(
+            param_dtype=getattr(torch, fsdp.param_dtype), reduce_dtype=getattr(torch, fsdp.reduce_dtype)
+        ),
+    }
+    if fsdp.param_offload:
+        kwargs["offload_policy"] = CPUOffloadPolicy()
     block_types = tuple(getattr(model, "_no_split_modules", None) or [])
     for module in model.modules():
         if type(module).__name__ in block_types:
-            fully_shard(module, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+            fully_shard(module, **kwargs)
+    fully_shard(model, **kwargs)
     return model
+
+
+class EngineThread:
+    """Hosts an engine that must own its event loop (SGLang: its sync calls run that loop themselves,
+    which cannot happen inside Ray's running loop) on one dedicated thread with a loop of its own."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
+
+        def start() -> Any:
+            asyncio.set_event_loop(asyncio.new_event_loop())
+            return build()
+
+        self.engine = self._executor.submit(start).result()
+
+    async def run(self, make_coroutine: Callable[[], Any]) -> Any:
+        """Await, from any loop, a coroutine run to completion on the engine's loop."""
+        job = self._executor.submit(lambda: self.engine.event_loop.run_until_complete(make_coroutine()))
+        return await asyncio.wrap_future(job)
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        return self._executor.submit(fn).result()
+
+
+def move_optimizer_state(optimizer: torch.optim.Optimizer, device: torch.device | str) -> None:
+    """Optimizer offload: AdamW's moments live on CPU between updates and visit the GPU for a step."""
+    for state in optimizer.state.values():
+        for key, value in state.items():
+            if isinstance(value, torch.Tensor):
+                state[key] = value.to(device, non_blocking=True)
 
 
 def eos_token_ids(model: PreTrainedModel, tokenizer) -> list[int]:
@@ -65,31 +117,38 @@ def eos_token_ids(model: PreTrainedModel, tokenizer) -> list[int]:
 
 
 class ActorRolloutRefWorker:
-    def __init__(
-        self,
-        config: PolicyIterationConfig,
-        rank: int = 0,
-        world_size: int = 1,
-        master_port: int | None = None,
-    ) -> None:
+    def __init__(self, config: PolicyIterationConfig, rank: int = 0, world_size: int = 1) -> None:
+        import_plugins(config.external_plugins)  # user envs etc. register in this process too
+        self.config = config
+        self.rank, self.world_size = rank, world_size
+        self.on_gpu = config.trainer.device == "cuda"
+        # Ray gives each GPU rank exactly one visible device
+        self.device = torch.device("cuda", 0) if self.on_gpu else torch.device("cpu")
+        torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1))))
+
+    def rendezvous_address(self) -> tuple[str, int]:
+        """Where the other ranks find this one (rank 0) to form the process group."""
+        import ray
+
+        return ray.util.get_node_ip_address(), free_port()
+
+    def init_model(self, master_addr: str = "127.0.0.1", master_port: int | None = None) -> None:
         from verl.workers.rollout.hf_engine import HFRolloutEngine
 
-        torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1))))
-        self.config = config
+        config = self.config
         ref_cfg = config.actor_rollout_ref
         if not dist.is_initialized():
             dist.init_process_group(
-                "gloo", rank=rank, world_size=world_size,
-                init_method=f"tcp://127.0.0.1:{master_port or free_port()}",
+                "nccl" if self.on_gpu else "gloo", rank=self.rank, world_size=self.world_size,
+                init_method=f"tcp://{master_addr}:{master_port or free_port()}",
             )  # fmt: skip
-        mesh = dist.device_mesh.init_device_mesh("cpu", (world_size,))
+        mesh = dist.device_mesh.init_device_mesh(self.device.type, (self.world_size,))
 
         self.tokenizer = AutoTokenizer.from_pretrained(ref_cfg.model.path)
-        model = load_causal_lm(ref_cfg.model.path)
+        model = load_causal_lm(ref_cfg.model.path).to(self.device)
         if ref_cfg.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable()
-        engine_model = load_causal_lm(ref_cfg.model.path).eval()
-        self.model = shard_model(model, mesh)
+        self.model = shard_model(model, mesh, ref_cfg.actor.fsdp_config)
 
         optim = ref_cfg.actor.optim
         self.optimizer = torch.optim.AdamW(
@@ -102,56 +161,108 @@ class ActorRolloutRefWorker:
         self.actor = DataParallelPPOActor(
             self.model, self.optimizer, ref_cfg.actor, ref_cfg.rollout.temperature,
             norm_length=config.data.max_response_length, lr_scheduler=self.lr_scheduler,
+            use_remove_padding=ref_cfg.model.use_remove_padding,
         )  # fmt: skip
         self.ref = None
         if ref_cfg.actor.use_kl_loss:
-            ref_model = load_causal_lm(ref_cfg.model.path).eval().requires_grad_(False)
+            ref_model = load_causal_lm(ref_cfg.model.path).to(self.device).eval().requires_grad_(False)
             self.ref = DataParallelPPOActor(
-                ref_model, None, ref_cfg.actor, ref_cfg.rollout.temperature, config.data.max_response_length
+                ref_model, None, ref_cfg.actor, ref_cfg.rollout.temperature, config.data.max_response_length,
+                use_remove_padding=ref_cfg.model.use_remove_padding,
+            )  # fmt: skip
+        eos_ids = eos_token_ids(model, self.tokenizer)
+        self.engine_thread: EngineThread | None = None
+        if ref_cfg.rollout.name == "sglang":
+            from verl.workers.rollout.sglang_engine import SGLangRolloutEngine
+
+            self.engine_thread = EngineThread(lambda: SGLangRolloutEngine.from_config(config, eos_ids))
+            self.engine = self.engine_thread.engine
+        else:
+            engine_model = load_causal_lm(ref_cfg.model.path).to(self.device).eval()
+            self.engine = HFRolloutEngine(
+                engine_model, eos_ids, self.tokenizer.pad_token_id, max_num_seqs=ref_cfg.rollout.max_num_seqs
             )
-        self.engine = HFRolloutEngine(
-            engine_model, eos_token_ids(engine_model, self.tokenizer), self.tokenizer.pad_token_id,
-            max_num_seqs=ref_cfg.rollout.max_num_seqs,
-        )  # fmt: skip
-        self.agent_loop = build_agent_loop(config, self.engine)
-        # one event loop for the worker's lifetime: the engine's batching task lives on it
-        self.event_loop = asyncio.new_event_loop()
+        self.agent_loop = build_agent_loop(config, self.engine, self.tokenizer)
 
     # rollout ---------------------------------------------------------------------------------
-    def generate(self, prompts: list[list[int]], sampling_params: list[SamplingParams]) -> list[Trajectory]:
-        return self.event_loop.run_until_complete(run_agent_loops(self.agent_loop, prompts, sampling_params))
+    async def generate(
+        self, items: list[PromptItem], sampling_params: list[SamplingParams]
+    ) -> list[Trajectory]:
+        if self.engine_thread is not None:
+            return await self.engine_thread.run(
+                lambda: run_agent_loops(self.agent_loop, items, sampling_params)
+            )
+        return await run_agent_loops(self.agent_loop, items, sampling_params)
+
+    async def generate_one(self, prompt_ids: list[int], sampling_params: SamplingParams) -> GenerateOutput:
+        """One engine request, batched with whatever else is in flight (for environment rollout workers).
+        On an engine thread (SGLang) concurrent calls run one after another."""
+        if self.engine_thread is not None:
+            return await self.engine_thread.run(lambda: self.engine.generate(prompt_ids, sampling_params))
+        return await self.engine.generate(prompt_ids, sampling_params)
+
+    def _engine_call(self, fn: Callable[[], Any]) -> Any:
+        return self.engine_thread.call(fn) if self.engine_thread is not None else fn()
 
     def sync_engine_weights(self) -> None:
-        self.engine.update_weights(get_model_state_dict(self.model, options=FULL_STATE).items())
+        """Every rank's engine gets the full weights, gathered one parameter at a time (a collective:
+        all ranks walk the parameters in the same order), so peak memory is one full tensor."""
+        named = (
+            (name, t.full_tensor() if isinstance(t, DTensor) else t)
+            for name, t in self.model.state_dict().items()
+        )
+        self._engine_call(lambda: self.engine.update_weights(named))
 
     # training --------------------------------------------------------------------------------
+    def _to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {k: v.to(self.device) for k, v in batch.items()}
+
     def compute_log_prob(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.actor.compute_log_prob(
-            batch, self.config.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu
-        )
+            self._to_device(batch),
+            self.config.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu,
+            max_token_len=self.config.actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu,
+        ).cpu()
 
     def compute_ref_log_prob(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.ref is None:
             raise RuntimeError("no reference policy: actor_rollout_ref.actor.use_kl_loss is false")
         return self.ref.compute_log_prob(
-            batch, self.config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu
-        )
+            self._to_device(batch),
+            self.config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu,
+            max_token_len=self.config.actor_rollout_ref.ref.log_prob_max_token_len_per_gpu,
+        ).cpu()
 
     def update_actor(
         self, batch: dict[str, torch.Tensor], num_mini_batches: int, correction_ratio: float = 1.0
     ) -> dict[str, float]:
-        metrics = self.actor.update_policy(batch, num_mini_batches, correction_ratio)
+        ref_cfg = self.config.actor_rollout_ref
+        offload = ref_cfg.actor.fsdp_config.optimizer_offload
+        if ref_cfg.rollout.free_cache_engine:  # a colocated engine gives its memory to training meanwhile
+            self._engine_call(self.engine.release_memory)
+        if offload:
+            move_optimizer_state(self.optimizer, self.device)
+        metrics = self.actor.update_policy(self._to_device(batch), num_mini_batches, correction_ratio)
+        if offload:
+            move_optimizer_state(self.optimizer, "cpu")
         self.sync_engine_weights()
+        if ref_cfg.rollout.free_cache_engine:
+            self._engine_call(self.engine.resume_memory)
         return metrics
 
     # checkpoints -----------------------------------------------------------------------------
     def save_checkpoint(self, directory: str) -> None:
-        """HF-format model + tokenizer under huggingface/, optimizer/scheduler/RNG under state.pt."""
+        """HF-format model + tokenizer under huggingface/, optimizer/scheduler/RNG under state.pt.
+        Every rank gathers (a collective); rank 0 writes."""
         out = Path(directory)
         model_sd = get_model_state_dict(self.model, options=FULL_STATE)
         optim_sd = get_optimizer_state_dict(self.model, self.optimizer, options=FULL_STATE)
-        if dist.get_rank() == 0:
-            self.engine.model.save_pretrained(out / "huggingface", state_dict=model_sd)
+        if self.rank == 0:
+            # an unsharded model object writes the HF files; the HF engine holds one already
+            skeleton = getattr(self.engine, "model", None) or load_causal_lm(
+                self.config.actor_rollout_ref.model.path
+            )
+            skeleton.save_pretrained(out / "huggingface", state_dict=model_sd)
             self.tokenizer.save_pretrained(out / "huggingface")
             torch.save(
                 {
@@ -162,9 +273,11 @@ class ActorRolloutRefWorker:
                 },
                 out / "state.pt",
             )  # fmt: skip
-            (out / "worker.json").write_text(json.dumps({"world_size": dist.get_world_size()}))
+            (out / "worker.json").write_text(json.dumps({"world_size": self.world_size}))
+        dist.barrier()  # nobody moves on (e.g. commits the directory) before rank 0 has written it
 
     def load_checkpoint(self, directory: str) -> None:
+        """Full state dicts, so a checkpoint loads into any number of ranks."""
         src = Path(directory)
         weights = load_causal_lm(str(src / "huggingface")).state_dict()
         set_model_state_dict(self.model, weights, options=StateDictOptions(full_state_dict=True))
@@ -183,9 +296,14 @@ class ActorRolloutRefWorker:
         return get_model_state_dict(self.model, options=FULL_STATE)
 
     def engine_state_dict(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().clone() for k, v in self.engine.model.state_dict().items()}
+        if self.engine_thread is not None:
+            raise RuntimeError(
+                "the SGLang engine's weights live in its own processes; compare outputs instead"
+            )
+        return {k: v.detach().cpu().clone() for k, v in self.engine.model.state_dict().items()}
 
     def shutdown(self) -> None:
-        self.event_loop.close()
+        self._engine_call(self.engine.shutdown)
+        close_open_envs()  # episodes that never finished (a crash mid-rollout) leave envs open
         if dist.is_initialized():
             dist.destroy_process_group()

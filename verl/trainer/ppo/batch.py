@@ -1,6 +1,6 @@
 """From trajectories to the padded tensors the actor trains on.
 
-One `TrainRow` per turn: the exact prompt ids the engine saw and the exact tokens it sampled
+One `TrainRow` per trainable turn: the exact prompt ids the engine saw and the exact tokens it sampled
 (token in, token out), the trajectory's advantage, and the length of the trajectory's whole
 thinking trace (the denominator of the trace-length-normalised loss).
 """
@@ -27,14 +27,24 @@ class TrainRow:
 
 
 def trajectory_rows(trajectories: Sequence[Trajectory], advantages: Sequence[float]) -> list[TrainRow]:
-    """One row per turn; every turn of a trajectory carries that trajectory's advantage."""
+    """One row per trainable turn; every turn of a trajectory carries that trajectory's advantage, and its
+    trace length counts the trainable turns' tokens only (the tokens the loss is normalised over).
+
+    A trajectory whose env failed (`info["error"]`, gym loop) keeps its rows, so batch shapes do not
+    depend on failures, but they are untrainable: a broken episode's reward says nothing about the policy.
+    """
     if len(trajectories) != len(advantages):
         raise ValueError(f"{len(trajectories)} trajectories but {len(advantages)} advantages")
-    return [
-        TrainRow(turn.prompt_ids, turn.response_ids, turn.rollout_log_probs, float(adv), traj.trace_length, i)
-        for i, (traj, adv) in enumerate(zip(trajectories, advantages, strict=True))
-        for turn in traj.turns
-    ]
+    rows = []
+    for i, (traj, adv) in enumerate(zip(trajectories, advantages, strict=True)):
+        trained = [turn for turn in traj.turns if turn.trainable]
+        trace_length = sum(len(turn.response_ids) for turn in trained)
+        ok = "error" not in traj.info
+        rows += [
+            TrainRow(t.prompt_ids, t.response_ids, t.rollout_log_probs, float(adv), trace_length, i, ok)
+            for t in trained
+        ]
+    return rows
 
 
 def collate_rows(rows: Sequence[TrainRow], pad_token_id: int) -> dict[str, torch.Tensor]:

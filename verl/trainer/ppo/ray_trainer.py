@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import ray
 import torch
 from tqdm import tqdm
 
 from verl.agent_loop.base import Trajectory
 from verl.data.rl_dataset import DataOrder, PromptItem
+from verl.env_manager.rollout import EnvManagerRollout
+from verl.envs.report import CompletionsLog, completion_record, env_metrics
 from verl.trainer.config_schema import PolicyIterationConfig
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.batch import collate_rows, trajectory_rows
@@ -33,6 +34,7 @@ from verl.utils.fs import atomic_write_jsonl, atomic_write_text
 from verl.utils.reward_score.boxed import extract_final_answer
 from verl.utils.tracking import Tracking
 from verl.workers.rollout.base import SamplingParams
+from verl.workers.worker_group import ActorRolloutWorkerGroup
 
 VALIDATION_SEED_STREAM = 7919  # validation samples draw from their own seed stream, fixed across steps
 
@@ -77,18 +79,25 @@ class RayPPOTrainer:
         train_items: list[PromptItem],
         val_items: list[PromptItem],
         reward_manager,
-        worker: ray.actor.ActorHandle,
+        workers: ActorRolloutWorkerGroup,
     ) -> None:
         self.config = config
         self.tokenizer = tokenizer
         self.train_items = train_items
         self.val_items = val_items
         self.reward_manager = reward_manager
-        self.worker = worker
+        self.workers = workers
         data = config.data
         self.data_order = DataOrder(len(train_items), data.train_batch_size, data.seed, data.shuffle)
         self.run_dir = Path(config.trainer.default_local_dir)
         self.cumulative: dict[str, float] = defaultdict(float)
+        self.completions: CompletionsLog | None = None  # gym runs: completions.jsonl, opened by fit()
+        self.env_rollout: EnvManagerRollout | None = None
+        env_manager = config.actor_rollout_ref.rollout.env_manager
+        if env_manager.enable:  # episodes run in rollout-worker actors that call the ranks' engines
+            self.env_rollout = EnvManagerRollout(
+                config, workers.engine_handles(), train_items, val_items, env_manager
+            )
 
     # -- the loop ---------------------------------------------------------------------------------
     def fit(self) -> dict[str, float]:
@@ -99,6 +108,8 @@ class RayPPOTrainer:
             cfg.logger, self.run_dir, cfg.project_name, cfg.experiment_name, cfg.group,
             self.config.to_dict(), resume_step=start_step if resume_from else None,
         )  # fmt: skip
+        if self.config.actor_rollout_ref.rollout.agent.default_agent_loop == "gym":
+            self.completions = CompletionsLog(self.run_dir, start_step if resume_from else None)
         last: dict[str, float] = {}
         try:
             if cfg.val_before_train and start_step == 0:
@@ -120,25 +131,18 @@ class RayPPOTrainer:
             bar.close()
         finally:
             tracker.finish()
+            if self.env_rollout is not None:
+                self.env_rollout.shutdown()
         return last
 
     def train_step(self, step: int) -> dict[str, float]:
         t_start = time.perf_counter()
         cfg = self.config
-        rollout = cfg.actor_rollout_ref.rollout
-        items = [self.train_items[i] for i in self.data_order.batch_indices(step - 1)]
-        items = [item for item in items for _ in range(rollout.n)]  # a GRPO group per prompt, adjacent
-        group_ids = [j // rollout.n for j in range(len(items))]
-        sampling = [
-            SamplingParams(cfg.data.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k,
-                           seed=derive_seed(cfg.trainer.seed, step, j))
-            for j in range(len(items))
-        ]  # fmt: skip
-
         timing: dict[str, float] = {}
         t = time.perf_counter()
-        trajectories = ray.get(self.worker.generate.remote([it.prompt_ids for it in items], sampling))
+        items, trajectories = self.generate_train_batch(step)
         timing["timing/gen_s"] = time.perf_counter() - t
+        group_ids = [j // cfg.actor_rollout_ref.rollout.n for j in range(len(items))]  # groups are adjacent
 
         t = time.perf_counter()
         results = self.score(items, trajectories)
@@ -150,19 +154,22 @@ class RayPPOTrainer:
 
         batch, correction_ratio, batch_metrics = self.build_training_batch(trajectories, advantages.tolist())
         t = time.perf_counter()
-        batch["old_log_probs"] = ray.get(self.worker.compute_log_prob.remote(batch))
+        batch["old_log_probs"] = self.workers.compute_log_prob(batch)
         if cfg.actor_rollout_ref.actor.use_kl_loss:
-            batch["ref_log_prob"] = ray.get(self.worker.compute_ref_log_prob.remote(batch))
+            batch["ref_log_prob"] = self.workers.compute_ref_log_prob(batch)
         timing["timing/old_log_prob_s"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        actor_metrics = ray.get(
-            self.worker.update_actor.remote(batch, self.num_mini_batches(), correction_ratio)
-        )
+        actor_metrics = self.workers.update_actor(batch, self.num_mini_batches(), correction_ratio)
         timing["timing/update_s"] = time.perf_counter() - t
 
         if cfg.trainer.log_rollouts:
             self.dump_rollouts(step, items, trajectories, results, advantages.tolist())
+        if self.completions is not None:
+            self.completions.append([
+                completion_record(step, j, items[j], trajectories[j], results[j].score, adv)
+                for j, adv in enumerate(advantages.tolist())
+            ])  # fmt: skip
         timing["timing/step_s"] = time.perf_counter() - t_start
 
         traj_metrics = trajectory_metrics("train", trajectories)
@@ -174,22 +181,42 @@ class RayPPOTrainer:
             "train/advantage_abs_mean": float(advantages.abs().mean()),
             "train/batch_rows": float(batch["responses"].shape[0]),
             **traj_metrics,
+            **env_metrics("env", trajectories),
             **batch_metrics,
             **actor_metrics,
             **timing,
             **self.cumulative,
         }
 
+    def generate_train_batch(self, step: int) -> tuple[list[PromptItem], list[Trajectory]]:
+        """train_batch_size prompts x rollout.n trajectories, each GRPO group adjacent."""
+        if self.env_rollout is not None:
+            items, trajectories, _ = self.env_rollout.collect(step)
+            return items, trajectories
+        cfg = self.config
+        rollout = cfg.actor_rollout_ref.rollout
+        items = [self.train_items[i] for i in self.data_order.batch_indices(step - 1)]
+        items = [item for item in items for _ in range(rollout.n)]
+        sampling = [
+            SamplingParams(cfg.data.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k,
+                           seed=derive_seed(cfg.trainer.seed, step, j))
+            for j in range(len(items))
+        ]  # fmt: skip
+        return items, self.workers.generate(items, sampling)
+
     # -- pieces a subclass may change ---------------------------------------------------------
     def build_training_batch(
         self, trajectories: list[Trajectory], advantages: list[float]
     ) -> tuple[dict[str, torch.Tensor], float, dict[str, float]]:
-        """LongCoT: one row per trajectory. Returns (batch, loss correction ratio, extra metrics)."""
-        multi = [i for i, t in enumerate(trajectories) if t.num_turns != 1]
+        """LongCoT (and gym with train_on=last): one row per trajectory, its one trainable turn.
+        Returns (batch, loss correction ratio, extra metrics)."""
+        trainable = [sum(turn.trainable for turn in t.turns) for t in trajectories]
+        multi = [i for i, k in enumerate(trainable) if k != 1]
         if multi:
             raise ValueError(
-                f"trajectory {multi[0]} has {trajectories[multi[0]].num_turns} turns; the PPO trainer trains "
-                "one row per trajectory. Use trainer.name=delethink for chunked trajectories."
+                f"trajectory {multi[0]} has {trainable[multi[0]]} trainable turns; the PPO trainer trains "
+                "one row per trajectory. Use trainer.name=delethink for chunked trajectories (and for gym "
+                "with train_on=all)."
             )
         rows = trajectory_rows(trajectories, advantages)
         return collate_rows(rows, self.tokenizer.pad_token_id), 1.0, {}
@@ -205,38 +232,59 @@ class RayPPOTrainer:
             [it.extra_info for it in items],
         )  # fmt: skip
 
-    def validate(self) -> dict[str, float]:
+    def generate_validation(self) -> tuple[list[PromptItem], list[Trajectory]]:
+        """Every validation prompt once with its samples (val_n or val_kwargs.n) adjacent; the seeds are
+        the same at every validation, so validations differ only by the policy."""
+        if self.env_rollout is not None:
+            items, trajectories, _ = self.env_rollout.validate()
+            return items, trajectories
         cfg = self.config
         val = cfg.actor_rollout_ref.rollout.val_kwargs
         temperature = val.temperature if val.do_sample else 0.0
         batch_size = cfg.data.val_batch_size if cfg.data.val_batch_size > 0 else len(self.val_items)
-        items_all, trajectories, results = [], [], []
+        items_all, trajectories = [], []
         for start in range(0, len(self.val_items), batch_size):
-            items = [it for it in self.val_items[start : start + batch_size] for _ in range(val.n)]
+            items = [
+                it for it in self.val_items[start : start + batch_size] for _ in range(it.val_n or val.n)
+            ]
             sampling = [
                 SamplingParams(cfg.data.max_response_length, temperature, val.top_p, val.top_k,
-                               seed=derive_seed(cfg.trainer.seed, VALIDATION_SEED_STREAM, start * val.n + j))
+                               seed=derive_seed(cfg.trainer.seed, VALIDATION_SEED_STREAM, len(items_all) + j))
                 for j in range(len(items))
             ]  # fmt: skip
-            trajs = ray.get(self.worker.generate.remote([it.prompt_ids for it in items], sampling))
+            trajectories += self.workers.generate(items, sampling)
             items_all += items
-            trajectories += trajs
-            results += self.score(items, trajs)
-        # per problem (its val.n samples are adjacent), then averaged per data source
-        ks = [2**i for i in range(val.n.bit_length())]  # 1, 2, 4, ... up to val.n
+        return items_all, trajectories
+
+    def validate(self) -> dict[str, float]:
+        val_n = self.config.actor_rollout_ref.rollout.val_kwargs.n
+        items_all, trajectories = self.generate_validation()
+        results = self.score(items_all, trajectories)
+        # per problem (its samples are adjacent), then averaged per data source
         per_source: dict[str, list[dict[str, float]]] = defaultdict(list)
-        for p in range(0, len(results), val.n):
-            group = results[p : p + val.n]
-            answers = [extract_final_answer(r.solution_str) for r in group]
-            scores = [r.score for r in group]
-            per_source[items_all[p].data_source].append(problem_metrics(answers, scores, ks))
+        lengths: dict[str, list[int]] = defaultdict(list)
+        end = 0
+        while end < len(items_all):
+            item = items_all[end]
+            n = item.val_n or val_n
+            start, end = end, end + n
+            answers = [extract_final_answer(r.solution_str) for r in results[start:end]]
+            scores = [r.score for r in results[start:end]]
+            ks = [2**i for i in range(n.bit_length())]  # 1, 2, 4, ... up to n
+            per_source[item.data_source].append(problem_metrics(answers, scores, ks))
+            lengths[item.data_source] += [t.trace_length for t in trajectories[start:end]]
         metrics = {
             f"val/{src}/{name}": float(np.mean([m[name] for m in problems]))
             for src, problems in per_source.items()
             for name in problems[0]
         }
+        for src, values in lengths.items():
+            metrics[f"val/{src}/thinking_tokens_mean"] = float(np.mean(values))
+            metrics[f"val/{src}/thinking_tokens_max"] = float(np.max(values))
         metrics["val/score_mean"] = float(np.mean([r.score for r in results]))
+        metrics["val/num_samples"] = float(len(results))
         metrics.update(trajectory_metrics("val", trajectories))
+        metrics.update(env_metrics("val/env", trajectories))
         return metrics
 
     # -- outputs ------------------------------------------------------------------------------
@@ -264,7 +312,7 @@ class RayPPOTrainer:
 
     def save_checkpoint(self, step: int) -> Path:
         tmp = checkpoint.temp_step_dir(self.run_dir, step)
-        ray.get(self.worker.save_checkpoint.remote(str(tmp / "actor")))
+        self.workers.save_checkpoint(str(tmp / "actor"))
         state: dict[str, Any] = {
             "global_step": step,
             "data_seed": self.config.data.seed,
@@ -280,7 +328,7 @@ class RayPPOTrainer:
                 f"checkpoint {path} was trained with data.seed={state['data_seed']}, this run has "
                 f"data.seed={self.config.data.seed}: the data order would not continue"
             )
-        ray.get(self.worker.load_checkpoint.remote(str(path / "actor")))
+        self.workers.load_checkpoint(str(path / "actor"))
         self.cumulative.update(state["cumulative"])
         tqdm.write(f"resumed from {path} at step {state['global_step']}")
         return int(state["global_step"])

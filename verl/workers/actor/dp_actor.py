@@ -3,17 +3,40 @@
 Batches are dicts of tensors laid out by `verl.trainer.ppo.batch.collate_rows`. A mini-batch is one
 optimizer step; it is processed in micro-batches whose losses use the mini-batch's row and token
 counts as denominators, so gradient accumulation gives exactly the mini-batch gradient.
+
+Data parallel: with torch.distributed initialised every rank holds its own rows of each mini-batch
+(see `update_policy`) and an FSDP2 shard of the model. The denominators are summed over ranks, each
+rank's loss is its share of the global mini-batch loss, and FSDP sums the gradients, so N ranks take
+the same step as one process with all the rows. FSDP2 all-gathers parameters in every forward, so
+every rank runs the same number of micro-batches: the count is agreed on (max over ranks), a rank's
+rows are split into exactly that many, and a rank with fewer rows than that runs zero-weight passes
+(its first row forward and backward with the loss times 0: the collectives match, the gradient and the
+metrics are unchanged).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 
 import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import FSDPModule
 
 from verl.trainer.config_schema import ActorConfig
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.batch import select_rows, trim_padding_columns
+from verl.workers.actor.micro_batching import partition_by_token_budget, split_to_count
+from verl.workers.actor.packing import packed_response_logits
+
+# per-token statistics reported as token-weighted means over all ranks
+TOKEN_STATS = (
+    "actor/pg_clipfrac",
+    "actor/pg_clipfrac_lower",
+    "actor/ppo_kl",
+    "actor/tis_weight_mean",
+    "actor/entropy",
+)
 
 
 def response_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -28,10 +51,20 @@ def response_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> t
     return logits[:, -t - 1 : -1].float()
 
 
-def micro_batches(batch: dict[str, torch.Tensor], rows_per_micro: int):
-    n = batch["responses"].shape[0]
-    for start in range(0, n, rows_per_micro):
-        yield trim_padding_columns(select_rows(batch, slice(start, start + rows_per_micro)))
+def row_token_counts(batch: dict[str, torch.Tensor]) -> list[int]:
+    """Real tokens (prompt + response, no padding) of each row: what a micro-batch's budget counts."""
+    return batch["attention_mask"].sum(-1).tolist()
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def all_reduce(values: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
+    """In-place all-reduce over the default group; the identity in a single process."""
+    if world_size() > 1:
+        dist.all_reduce(values, op=op)
+    return values
 
 
 class DataParallelPPOActor:
@@ -43,6 +76,7 @@ class DataParallelPPOActor:
         temperature: float,
         norm_length: int,
         lr_scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+        use_remove_padding: bool = False,
     ) -> None:
         self.model = model
         self.optimizer = optimizer
@@ -51,67 +85,163 @@ class DataParallelPPOActor:
         # log-probs of the sampling distribution: rollout engines sample from softmax(logits / T)
         self.temperature = temperature if temperature > 0 else 1.0
         self.norm_length = norm_length  # horizon for seq-mean-token-sum-norm
+        self.use_remove_padding = use_remove_padding
+        self._warned_overlong = False
+        # Each rank's loss is already its share of the global mini-batch loss (global denominators), so
+        # the gradients must be SUMMED over ranks, while FSDP2 averages them by default. We set the
+        # divide factor to 1 rather than multiplying the loss by the world size: the loss and its
+        # metrics stay the true values, and the gradient does not depend on how FSDP counts its
+        # data-parallel size. Factor 1 alone asks for NCCL's PREMUL_SUM, which gloo rejects; forcing
+        # sum reductions makes it a plain SUM on both gloo and NCCL.
+        for module in model.modules():
+            if isinstance(module, FSDPModule):
+                module.set_gradient_divide_factor(1.0)
+                module.set_force_sum_reduction_for_comms(True)
+
+    def _logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.use_remove_padding:
+            return packed_response_logits(self.model, batch)
+        return response_logits(self.model, batch)
+
+    def _plan_micro_batches(
+        self, batch: dict[str, torch.Tensor], rows_per_micro: int, max_token_len: int | None, budget_key: str
+    ) -> list[list[int]]:
+        """Row groups of `batch`, one per forward pass, the same count on every rank (empty groups are
+        zero-weight passes). With use_dynamic_bsz a group's real tokens stay within `max_token_len`
+        (`budget_key` names the config key in errors); otherwise a group holds at most `rows_per_micro`
+        rows."""
+        n = batch["responses"].shape[0]
+        tokens = row_token_counts(batch)
+        if self.config.use_dynamic_bsz:
+            if max_token_len is None:
+                raise ValueError(f"actor.use_dynamic_bsz needs a token budget: set {budget_key}")
+            groups = partition_by_token_budget(tokens, max_token_len)
+            overlong = [i for i, c in enumerate(tokens) if c > max_token_len]
+            if overlong and not self._warned_overlong:
+                self._warned_overlong = True
+                warnings.warn(
+                    f"{len(overlong)} rows are longer than {budget_key}={max_token_len} tokens (longest "
+                    f"{max(tokens)}); each runs as a micro-batch of its own (metric actor/rows_over_budget)",
+                    stacklevel=3,
+                )
+        else:
+            if rows_per_micro < 1:
+                raise ValueError(f"rows per micro-batch must be >= 1, got {rows_per_micro}")
+            groups = [list(range(s, min(s + rows_per_micro, n))) for s in range(0, n, rows_per_micro)]
+        count = torch.tensor([len(groups)], device=batch["responses"].device)
+        count = int(all_reduce(count, dist.ReduceOp.MAX))
+        return split_to_count(tokens, groups, count)
 
     @torch.no_grad()
-    def compute_log_prob(self, batch: dict[str, torch.Tensor], rows_per_micro: int) -> torch.Tensor:
+    def compute_log_prob(
+        self, batch: dict[str, torch.Tensor], rows_per_micro: int, max_token_len: int | None = None
+    ) -> torch.Tensor:
+        """Log-probs of the response tokens under the current policy, [B, T], rows in batch order.
+
+        `max_token_len` is the micro-batch token budget used with actor.use_dynamic_bsz
+        (rollout.log_prob_max_token_len_per_gpu for old log-probs, ref.log_prob_max_token_len_per_gpu
+        for the reference)."""
+        n, t = batch["responses"].shape
+        if n == 0:
+            raise ValueError("compute_log_prob got no rows: every rank needs at least one")
         self.model.eval()
-        t = batch["responses"].shape[1]
         out = torch.zeros_like(batch["response_mask"])
-        start = 0
-        for mb in micro_batches(batch, rows_per_micro):
-            lp = core_algos.log_probs_from_logits(
-                response_logits(self.model, mb), mb["responses"], self.temperature
-            )
-            out[start : start + lp.shape[0], : lp.shape[1]] = lp
-            start += lp.shape[0]
+        for rows in self._plan_micro_batches(
+            batch, rows_per_micro, max_token_len, "log_prob_max_token_len_per_gpu"
+        ):
+            # an empty group keeps this rank in step with the others' forwards; its result is unused
+            mb = trim_padding_columns(select_rows(batch, torch.tensor(rows or [0])))
+            lp = core_algos.log_probs_from_logits(self._logits(mb), mb["responses"], self.temperature)
+            if rows:
+                out[torch.tensor(rows, device=out.device), : lp.shape[1]] = lp
         return out[:, :t]
+
+    @staticmethod
+    def _mini_batch_rows(batch: dict[str, torch.Tensor], num_mini_batches: int) -> list[torch.Tensor]:
+        n = batch["responses"].shape[0]
+        if "mini_batch_index" in batch:
+            index = batch["mini_batch_index"]
+            bad = ((index < 0) | (index >= num_mini_batches)).nonzero().flatten().tolist()
+            if bad:
+                raise ValueError(f"mini_batch_index of rows {bad} is outside [0, {num_mini_batches})")
+            return [(index == m).nonzero().flatten() for m in range(num_mini_batches)]
+        if n % num_mini_batches:
+            raise ValueError(f"{n} rows do not split into {num_mini_batches} mini-batches")
+        return list(torch.arange(n, device=batch["responses"].device).chunk(num_mini_batches))
 
     def update_policy(
         self, batch: dict[str, torch.Tensor], num_mini_batches: int, correction_ratio: float = 1.0
     ) -> dict[str, float]:
         """PPO epochs over `num_mini_batches` optimizer steps. `correction_ratio` rescales the
-        per-row mean (Delethink's flat batch: rows / trajectories)."""
+        per-row mean (Delethink's flat batch: rows / trajectories).
+
+        `batch` holds this rank's rows. Without `batch["mini_batch_index"]` (long, one per row) the
+        rows split into `num_mini_batches` equal contiguous blocks, block m being the rank's share of
+        mini-batch m; with it, row i belongs to mini-batch mini_batch_index[i], and ranks may hold
+        different numbers of rows (token-balanced sharding, `micro_batching.balanced_update_shards`).
+        """
         cfg = self.config
-        n = batch["responses"].shape[0]
-        if n % num_mini_batches:
-            raise ValueError(f"{n} rows do not split into {num_mini_batches} mini-batches")
-        rows_per_mini = n // num_mini_batches
+        if batch["responses"].shape[0] == 0:
+            raise ValueError("update_policy got no rows: every rank needs at least one")
+        mini_rows = self._mini_batch_rows(batch, num_mini_batches)
+        device = batch["responses"].device
+        # rows and response tokens of every mini-batch over all ranks, in one all-reduce
+        totals = all_reduce(
+            torch.tensor(
+                [[len(rows), float(batch["response_mask"][rows].sum())] for rows in mini_rows],
+                dtype=torch.float64, device=device,
+            )
+        ).tolist()  # fmt: skip
+        dummy_row = select_rows(batch, slice(0, 1))  # input of zero-weight passes
         self.model.train()
-        metrics: dict[str, list[float]] = defaultdict(list)
+        step_losses: list[dict[str, float]] = []  # this rank's share of each step's loss terms
+        # summed over micro-batches, then over ranks; the same keys on every rank for the all-reduce
+        counters = dict.fromkeys(
+            ("tokens", *TOKEN_STATS, "actor/zero_weight_micro_batches", "actor/rows_over_budget"), 0.0
+        )
+        if cfg.use_dynamic_bsz:
+            tokens = row_token_counts(batch)
+            counters["actor/rows_over_budget"] = sum(c > cfg.ppo_max_token_len_per_gpu for c in tokens)
+        local: dict[str, list[float]] = defaultdict(list)  # identical on every rank
         for _ in range(cfg.ppo_epochs):
-            for m in range(num_mini_batches):
-                mini = select_rows(batch, slice(m * rows_per_mini, (m + 1) * rows_per_mini))
+            for rows, (num_rows, num_tokens) in zip(mini_rows, totals, strict=True):
                 denominators = dict(
-                    global_num_rows=float(rows_per_mini),
-                    global_num_tokens=float(mini["response_mask"].sum().clamp(min=1)),
+                    global_num_rows=max(num_rows, 1.0),
+                    global_num_tokens=max(num_tokens, 1.0),
                     norm_length=float(self.norm_length),
                 )
+                mini = select_rows(batch, rows)
+                groups = self._plan_micro_batches(
+                    mini, cfg.ppo_micro_batch_size_per_gpu, cfg.ppo_max_token_len_per_gpu,
+                    "actor.ppo_max_token_len_per_gpu",
+                )  # fmt: skip
+                local["actor/micro_batches"].append(len(groups))
                 self.optimizer.zero_grad(set_to_none=True)
-                # micro-batch losses add up to the mini-batch loss
-                mini_losses: dict[str, float] = defaultdict(float)
-                for mb in micro_batches(mini, cfg.ppo_micro_batch_size_per_gpu):
-                    for name, value in self._backward_micro_batch(
-                        mb, denominators, correction_ratio, metrics
-                    ).items():
-                        mini_losses[name] += value
-                for name, value in mini_losses.items():
-                    metrics[name].append(value)
+                losses: dict[str, float] = defaultdict(float)
+                for group in groups:
+                    weight = 1.0 if group else 0.0
+                    mb = select_rows(mini, torch.tensor(group, device=device)) if group else dummy_row
+                    counters["actor/zero_weight_micro_batches"] += 1 - weight
+                    self._backward_micro_batch(
+                        trim_padding_columns(mb), denominators, correction_ratio * weight, losses, counters
+                    )
+                step_losses.append(losses)
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
                 grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
                 if torch.isfinite(torch.tensor(grad_norm)):
                     self.optimizer.step()
-                metrics["actor/grad_norm"].append(grad_norm)
-                metrics["actor/lr"].append(self.optimizer.param_groups[0]["lr"])
+                local["actor/grad_norm"].append(grad_norm)
+                local["actor/lr"].append(self.optimizer.param_groups[0]["lr"])
                 if self.lr_scheduler is not None:
                     self.lr_scheduler.step()
-        return {k: float(sum(v) / len(v)) for k, v in metrics.items()}
+        return self._reduce_metrics(step_losses, counters, local, device)
 
-    def _backward_micro_batch(self, mb, denominators, correction_ratio, metrics) -> dict[str, float]:
-        """Backward one micro-batch; returns its shares of the mini-batch losses. Per-token statistics
-        (clip fractions, KL, entropy) go straight into `metrics`."""
+    def _backward_micro_batch(self, mb, denominators, scale, losses, counters) -> None:
+        """Backward one micro-batch with its loss times `scale` (0 for a zero-weight pass). Adds its
+        shares of the step's loss terms to `losses` and token-weighted statistics to `counters`."""
         cfg = self.config
         mask = mb["response_mask"]
-        logits = response_logits(self.model, mb)
+        logits = self._logits(mb)
         log_prob = core_algos.log_probs_from_logits(logits, mb["responses"], self.temperature)
         pl = core_algos.compute_policy_loss(
             mb["old_log_probs"], log_prob, mb["advantages"], mask,
@@ -125,12 +255,12 @@ class DataParallelPPOActor:
                 core_algos.agg_loss(
                     loss_mat, mask, cfg.loss_agg_mode, trace_lengths=mb["trace_lengths"], **denominators
                 )
-                * correction_ratio
+                * scale
             )
 
         pg_loss = agg(pl.loss_mat)
         loss = pg_loss
-        losses = {"actor/pg_loss": pg_loss.item()}
+        losses["actor/pg_loss"] += pg_loss.item()
         with torch.set_grad_enabled(bool(cfg.entropy_coeff)):
             entropy = core_algos.entropy_from_logits(logits / self.temperature)
         if cfg.entropy_coeff:
@@ -138,14 +268,30 @@ class DataParallelPPOActor:
         if cfg.use_kl_loss:
             kl_loss = agg(core_algos.kl_penalty(log_prob, mb["ref_log_prob"], cfg.kl_loss_type))
             loss = loss + cfg.kl_loss_coef * kl_loss
-            losses["actor/kl_loss"] = kl_loss.item()
+            losses["actor/kl_loss"] += kl_loss.item()
         loss.backward()
-        for name, value in (
-            ("actor/pg_clipfrac", pl.clipfrac),
-            ("actor/pg_clipfrac_lower", pl.clipfrac_lower),
-            ("actor/ppo_kl", pl.approx_kl),
-            ("actor/tis_weight_mean", pl.tis_weight_mean),
-            ("actor/entropy", core_algos.masked_mean(entropy.detach(), mask)),
-        ):
-            metrics[name].append(float(value))
-        return losses
+        if scale == 0:
+            return
+        tokens = float(mask.sum())
+        counters["tokens"] += tokens
+        entropy_mean = core_algos.masked_mean(entropy.detach(), mask)
+        stats = (pl.clipfrac, pl.clipfrac_lower, pl.approx_kl, pl.tis_weight_mean, entropy_mean)
+        for name, value in zip(TOKEN_STATS, stats, strict=True):
+            counters[name] += float(value) * tokens
+
+    def _reduce_metrics(self, step_losses, counters, local, device) -> dict[str, float]:
+        """Loss terms summed over ranks (each rank holds its share) and averaged over steps; per-token
+        statistics as token-weighted means over all ranks; counts summed over ranks."""
+        loss_names = ["actor/pg_loss"] + (["actor/kl_loss"] if self.config.use_kl_loss else [])
+        counter_names = list(counters)
+        flat = [losses[name] for losses in step_losses for name in loss_names]
+        flat += [counters[name] for name in counter_names]
+        summed = all_reduce(torch.tensor(flat, dtype=torch.float64, device=device)).tolist()
+        per_step = torch.tensor(summed[: len(flat) - len(counter_names)]).view(len(step_losses), -1)
+        metrics = dict(zip(loss_names, per_step.mean(0).tolist(), strict=True))
+        totals = dict(zip(counter_names, summed[len(flat) - len(counter_names) :], strict=True))
+        tokens = max(totals.pop("tokens"), 1.0)
+        metrics.update({name: totals.pop(name) / tokens for name in TOKEN_STATS})
+        metrics.update(totals)
+        metrics.update({name: sum(v) / len(v) for name, v in local.items()})
+        return metrics

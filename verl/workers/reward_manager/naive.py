@@ -47,13 +47,28 @@ class NaiveRewardManager:
             [self.scored_ids(t) for t in trajectories], skip_special_tokens=True
         )
         infos = extra_infos if extra_infos is not None else [None] * n
+        # A gym episode (info["env_reward"]) is scored by its env: the sum of its step rewards. A custom
+        # reward function adds its score when the row has a ground truth; the default dispatch does not
+        # (the built-in envs already judge the answer with it).
+        custom = self.compute_score is not default_compute_score
+        judged = [
+            i
+            for i, t in enumerate(trajectories)
+            if "env_reward" not in t.info or (custom and str(ground_truths[i]).strip())
+        ]
         if self.compute_score is default_compute_score:
-            scores = default_compute_scores(data_sources, solution_strs, ground_truths, infos)
+            function_scores = default_compute_scores(
+                [data_sources[i] for i in judged], [solution_strs[i] for i in judged],
+                [ground_truths[i] for i in judged], [infos[i] for i in judged],
+            )  # fmt: skip
         else:
-            scores = [
+            function_scores = [
                 self._checked_score(i, data_sources[i], solution_strs[i], ground_truths[i], infos[i])
-                for i in range(n)
+                for i in judged
             ]
+        scores = [float(t.info.get("env_reward", 0.0)) for t in trajectories]
+        for i, score in zip(judged, function_scores, strict=True):
+            scores[i] += score
         return [RewardResult(score, text) for score, text in zip(scores, solution_strs, strict=True)]
 
     def _checked_score(

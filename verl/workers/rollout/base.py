@@ -42,3 +42,14 @@ class RolloutEngine(ABC):
     @abstractmethod
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Load new policy weights (HF parameter names) in place; later calls sample from them."""
+
+    # An engine that shares its device with the actor frees its memory while the actor trains. The
+    # HF engine lives in host memory next to the actor, so it keeps everything and these do nothing.
+    def release_memory(self) -> None:  # noqa: B027 (a no-op by default, not abstract)
+        """Free the engine's device memory (weights, KV cache) until `resume_memory`."""
+
+    def resume_memory(self) -> None:  # noqa: B027
+        """Take back what `release_memory` freed. Released weights may be lost: `update_weights` first."""
+
+    def shutdown(self) -> None:  # noqa: B027
+        """Stop the engine's background processes, if it has any."""

@@ -1,0 +1,133 @@
+"""Two FSDP2 ranks (gloo, one process each) take the same PPO step as one process with all the rows.
+
+Each case builds the 12-row batch of tests/test_dp_actor.py (5 to 15 real tokens a row), splits it
+over two ranks, and compares with one unsharded process: log-probs, loss, grad norm and parameters
+after one optimizer step within 1e-5.
+  rows      the driver's contract without balancing: each rank a contiguous block of every mini-batch
+  balanced  use_dynamic_bsz: rows spread over the ranks by tokens, micro-batches by a token budget
+  lopsided  use_dynamic_bsz, packing, and shards of very different sizes: the short rank runs
+            zero-weight passes to match the other's forwards (and has no rows at all in one mini-batch)
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from tests.test_dp_actor import actor_config, make_batch
+from verl.models.tiny import build_model, build_tokenizer
+from verl.trainer.ppo.batch import select_rows
+from verl.workers.actor.dp_actor import DataParallelPPOActor, row_token_counts
+from verl.workers.actor.micro_batching import balanced_update_shards
+
+WORLD_SIZE = 2
+NUM_MINI_BATCHES = 2
+# Plain SGD with lr 1: the parameter change IS the gradient, so comparing parameters compares the
+# gradients themselves. (Adam's first step is g / (|g| + eps): for the near-zero gradients of unused
+# vocabulary rows it turns float rounding of g into changes of up to lr, which says nothing about
+# whether the ranks add up right.)
+LR = 1.0
+COMPARED_METRICS = ("actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "actor/pg_clipfrac", "actor/entropy")
+
+
+def new_actor(case: dict, model: torch.nn.Module) -> DataParallelPPOActor:
+    return DataParallelPPOActor(
+        model, torch.optim.SGD(model.parameters(), lr=LR), case["config"], temperature=1.0, norm_length=8,
+        use_remove_padding=case["packed"],
+    )  # fmt: skip
+
+
+def run_case(case: dict, batch: dict, log_prob_rows: list[int], update_rows: list[int], mini_index):
+    """compute_log_prob then update_policy on this process's rows; the model is FSDP2-sharded when
+    torch.distributed is up."""
+    model = build_model(build_tokenizer(), seed=0)
+    if dist.is_initialized():
+        from verl.workers.fsdp_workers import shard_model
+
+        shard_model(model, dist.device_mesh.init_device_mesh("cpu", (WORLD_SIZE,)))
+    actor = new_actor(case, model)
+    log_probs = actor.compute_log_prob(select_rows(batch, torch.tensor(log_prob_rows)), 2, max_token_len=24)
+    shard = select_rows(batch, torch.tensor(update_rows))
+    if mini_index is not None:
+        shard["mini_batch_index"] = torch.tensor(mini_index)
+    metrics = actor.update_policy(shard, NUM_MINI_BATCHES, correction_ratio=1.5)
+    # full_tensor gathers a shard from every rank: a collective, called in the same order on all
+    params = {
+        name: (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().clone()
+        for name, p in model.named_parameters()
+    }
+    return {"log_probs": log_probs, "metrics": metrics, "params": params}
+
+
+def rank_main(rank: int, port: int, workdir: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD_SIZE, init_method=f"tcp://127.0.0.1:{port}")
+    try:
+        inputs = torch.load(Path(workdir) / "inputs.pt", weights_only=False)
+        results = {
+            name: run_case(case, inputs["batch"], *(split[rank] for split in case["splits"]))
+            for name, case in inputs["cases"].items()
+        }
+        torch.save(results, Path(workdir) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def make_cases(batch: dict) -> dict:
+    from verl.workers.worker_group import update_shard_indices
+
+    n = batch["responses"].shape[0]
+    tokens = row_token_counts(batch)
+    halves = [list(range(n // 2)), list(range(n // 2, n))]
+    contiguous = [idx.tolist() for idx in update_shard_indices(n, NUM_MINI_BATCHES, WORLD_SIZE)]
+    balanced = balanced_update_shards(tokens, NUM_MINI_BATCHES, WORLD_SIZE)
+    # mini-batch 0 = rows 0-5, mini-batch 1 = rows 6-11; rank 0: one row of the first, none of the second
+    lopsided = [([0], [0]), ([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], [0] * 5 + [1] * 6)]
+    dynamic = dict(use_dynamic_bsz=True, ppo_max_token_len_per_gpu=20)
+    return {
+        "rows": dict(
+            config=actor_config(loss_agg_mode="token-mean", ppo_micro_batch_size_per_gpu=2), packed=False,
+            splits=(halves, contiguous, [None, None]),
+        ),
+        "balanced": dict(
+            config=actor_config(loss_agg_mode="seq-mean-token-norm-trace-length", **dynamic), packed=False,
+            splits=(halves, [rows for rows, _ in balanced], [index for _, index in balanced]),
+        ),
+        "lopsided": dict(
+            config=actor_config(loss_agg_mode="seq-mean-token-mean", **dynamic), packed=True,
+            splits=([[0, 1], list(range(2, n))], [rows for rows, _ in lopsided], [i for _, i in lopsided]),
+        ),
+    }  # fmt: skip
+
+
+def test_two_ranks_take_the_one_process_step(tmp_path):
+    from verl.workers.fsdp_workers import free_port
+
+    model = build_model(build_tokenizer(), seed=0)
+    batch = make_batch(DataParallelPPOActor(model, None, actor_config(), 1.0, 8), num_trajectories=8)
+    cases = make_cases(batch)
+    torch.save({"batch": batch, "cases": cases}, tmp_path / "inputs.pt")
+    mp.spawn(rank_main, args=(free_port(), str(tmp_path)), nprocs=WORLD_SIZE, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(WORLD_SIZE)]
+
+    n = batch["responses"].shape[0]
+    everything = list(range(n))
+    for name, case in cases.items():
+        single = run_case(case, batch, everything, everything, None)
+        log_probs = torch.zeros_like(single["log_probs"])
+        for r, rows in enumerate(case["splits"][0]):
+            got = ranks[r][name]["log_probs"]
+            log_probs[rows, : got.shape[1]] = got
+        has_token = batch["attention_mask"][:, -batch["responses"].shape[1] :].bool()
+        torch.testing.assert_close(log_probs[has_token], single["log_probs"][has_token], atol=1e-5, rtol=0)
+        for r in range(WORLD_SIZE):  # every rank reports the global metrics and holds the same weights
+            for key in COMPARED_METRICS:
+                assert ranks[r][name]["metrics"][key] == pytest.approx(
+                    single["metrics"][key], rel=1e-5, abs=1e-6
+                ), (name, r, key)
+            for key, value in single["params"].items():
+                torch.testing.assert_close(ranks[r][name]["params"][key], value, atol=1e-5, rtol=0)
+        zero_weight = ranks[0][name]["metrics"]["actor/zero_weight_micro_batches"]
+        assert (zero_weight > 0) == (name == "lopsided"), (name, zero_weight)

@@ -1,0 +1,141 @@
+"""GlobalDataset: sample mode is a pure function of the seed, traversal hands each row out once."""
+
+import asyncio
+
+import numpy as np
+import pytest
+import ray
+
+from verl.env_manager.global_dataset import (
+    GlobalDataset,
+    dataset_actor_name,
+    drop_global_dataset,
+    get_dataset_manager,
+    get_global_dataset,
+)
+
+ROWS = [{"id": i} for i in range(10)]
+
+
+def test_sample_mode_walks_a_fresh_permutation_per_epoch():
+    ds = GlobalDataset(ROWS, "sample", shuffle_seed=3)
+    # seed = epoch * n + position; by hand: the epoch permutations numpy gives for [3, epoch]
+    perm0 = np.random.default_rng([3, 0]).permutation(10)
+    perm1 = np.random.default_rng([3, 1]).permutation(10)
+    assert [ds.get_data_item(s)[0] for s in range(10)] == perm0.tolist()
+    assert [ds.get_data_item(s)[0] for s in range(10, 20)] == perm1.tolist()
+    assert sorted(perm0.tolist()) == list(range(10))  # one epoch of consecutive seeds: every row once
+    assert ds.get_data_item(13) == (int(perm1[3]), ROWS[perm1[3]])
+    # same seed, same row, whatever was asked in between, and in another instance
+    other = GlobalDataset(ROWS, "sample", shuffle_seed=3)
+    assert [other.get_data_item(s) for s in (17, 4, 17)] == [ds.get_data_item(s) for s in (17, 4, 17)]
+    # another shuffle seed gives another order; none keeps file order
+    assert [GlobalDataset(ROWS, "sample", 4).get_data_item(s)[0] for s in range(10)] != perm0.tolist()
+    assert [GlobalDataset(ROWS, "sample", None).get_data_item(s)[0] for s in range(5, 15)] == [
+        5,
+        6,
+        7,
+        8,
+        9,
+        0,
+        1,
+        2,
+        3,
+        4,
+    ]
+
+
+def test_sample_mode_without_seed_draws_random_rows():
+    ds = GlobalDataset(ROWS, "sample", shuffle_seed=0)
+    drawn = {ds.get_data_item(None)[0] for _ in range(200)}
+    assert len(drawn) > 5
+
+
+def test_traversal_hands_each_row_once_then_none_and_repeats_a_seeds_answer():
+    ds = GlobalDataset(ROWS, "traversal")
+    got = [ds.get_data_item(100 + s) for s in range(10)]
+    assert [index for index, _ in got] == list(range(10))
+    assert ds.get_data_item(100 + 3) == (3, ROWS[3])  # a group mate with the same seed: the same row
+    assert ds.get_data_item(999) is None
+    assert ds.get_data_item(None) is None
+    assert ds.get_data_item(999) is None
+    ds.reset()
+    assert ds.get_data_item(999) == (0, ROWS[0])  # reset forgets old answers and starts again
+
+
+def test_traversal_limit_caps_each_walk():
+    ds = GlobalDataset(ROWS, "traversal", limit=3)
+    assert [ds.get_data_item(None) for _ in range(4)] == [(0, ROWS[0]), (1, ROWS[1]), (2, ROWS[2]), None]
+    ds.reset()
+    assert ds.get_data_item(None) == (0, ROWS[0])
+    assert GlobalDataset(ROWS, "traversal", limit=50).limit == 10
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(items=ROWS, mode="random"), "mode='random'"),
+        (dict(items=[], mode="sample"), "no items"),
+        (dict(items=ROWS, mode="traversal", limit=0), "limit=0"),
+    ],
+)
+def test_bad_construction_is_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        GlobalDataset(**kwargs)
+
+
+def test_negative_seed_is_rejected():
+    with pytest.raises(ValueError, match="seed=-1"):
+        GlobalDataset(ROWS, "sample").get_data_item(-1)
+
+
+def test_actors_of_one_name_are_shared_and_same_seed_gives_same_item(ray_session):
+    a = get_global_dataset("gd_shared", "sample", ROWS, shuffle_seed=5)
+    b = get_global_dataset("gd_shared", "sample", ROWS, shuffle_seed=5)
+    try:
+        assert a._actor_id == b._actor_id
+        seeds = [0, 7, 23, 7, 0]
+        assert ray.get([a.get_data_item.remote(s) for s in seeds]) == ray.get(
+            [b.get_data_item.remote(s) for s in seeds]
+        )
+        assert ray.get(a.get_data_item.remote(23)) == GlobalDataset(ROWS, "sample", 5).get_data_item(23)
+        with pytest.raises(ValueError, match="already serves other rows .* than this caller's 3"):
+            get_global_dataset("gd_shared", "sample", ROWS[:3], shuffle_seed=5)
+        with pytest.raises(ValueError, match="another shuffle_seed"):
+            get_global_dataset("gd_shared", "sample", ROWS, shuffle_seed=6)
+    finally:
+        drop_global_dataset("gd_shared", "sample")
+
+
+def test_traversal_across_concurrent_callers_then_reset_through_the_manager(ray_session):
+    ds = get_global_dataset("gd_walk", "traversal", ROWS)
+
+    @ray.remote(num_cpus=0)
+    class Caller:
+        def ready(self) -> bool:
+            return True
+
+        async def drain(self, handle) -> list[int]:
+            seen = []
+            while (got := await handle.get_data_item.remote(None)) is not None:
+                seen.append(got[0])
+                await asyncio.sleep(0.01)  # a slow env: lets the other callers in
+            return seen
+
+    callers = [Caller.remote() for _ in range(3)]
+    try:
+        ray.get([c.ready.remote() for c in callers])  # all started, so the walk is really shared
+        seen = ray.get([c.drain.remote(ds) for c in callers])
+        assert sorted(i for part in seen for i in part) == list(range(10))  # every row exactly once
+        assert sum(1 for part in seen if part) >= 2  # the walk really was shared
+        manager = get_dataset_manager()
+        assert dataset_actor_name("gd_walk", "traversal") in ray.get(manager.names.remote())
+        ray.get(manager.reset_all.remote())
+        seen = ray.get([c.drain.remote(ds) for c in callers])
+        assert sorted(i for part in seen for i in part) == list(range(10))
+        drop_global_dataset("gd_walk", "traversal")
+        assert dataset_actor_name("gd_walk", "traversal") not in ray.get(manager.names.remote())
+    finally:
+        drop_global_dataset("gd_walk", "traversal")
+        for caller in callers:
+            ray.kill(caller)

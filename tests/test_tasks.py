@@ -1,0 +1,350 @@
+"""Math tasks: the shared problem sets load through their config-group YAMLs with normalised answers,
+templates and sampling options apply, every kind of bad row is dropped with a logged count or fails
+naming file, row and reason, and selecting several group options merges them."""
+
+import dataclasses
+import json
+import logging
+import logging.handlers
+import math
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from verl.data.tasks import BadRow, load_split, load_task, normalise_answer, read_task_rows
+from verl.models.tiny import build_tokenizer
+from verl.trainer.config_schema import TaskConfig, compose_config, load_config
+
+MATH_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "math"
+NO_LIMIT = 100_000  # tokens: the byte-level tiny tokenizer makes long prompts (5167 tokens at most here)
+
+# rows per task as in ../shared/data/math/SOURCES.md; math_train drops its 4 rows without an answer
+ROWS = {
+    "aime24": 30, "aime25": 30, "amc23": 40, "math500": 500, "gsm8k": 1319,
+    "deepscaler": 803, "deepscaler_aime": 975, "math_train": 7470,
+}  # fmt: skip
+VAL_TASKS = ["aime24", "aime25", "amc23", "math500", "gsm8k"]
+TRAIN_TASKS = ["deepscaler", "deepscaler_aime", "math_train"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return build_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def shared_tasks():
+    """Every task of both config groups, composed from the YAMLs with MATH_DATA_DIR set to the shared data."""
+    if not MATH_DIR.is_dir():
+        pytest.skip(f"shared math data not found at {MATH_DIR}")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MATH_DATA_DIR", str(MATH_DIR))
+        cfg = compose_config(
+            "tiny_longcot", [f"val_tasks=[{','.join(VAL_TASKS)}]", f"train_tasks=[{','.join(TRAIN_TASKS)}]"]
+        )
+        config = load_config(cfg, check_paths=False)
+    return {**config.val_tasks, **config.train_tasks}
+
+
+@pytest.fixture(scope="module")
+def loaded_and_logged(shared_tasks, tokenizer):
+    """The prompts of every shared task, loaded once, and the warnings the loader logged meanwhile."""
+    handler = logging.handlers.BufferingHandler(capacity=100)
+    logging.getLogger("verl.data.tasks").addHandler(handler)
+    try:
+        loaded = {name: load_task(name, task, tokenizer, NO_LIMIT) for name, task in shared_tasks.items()}
+    finally:
+        logging.getLogger("verl.data.tasks").removeHandler(handler)
+    return loaded, [record.getMessage() for record in handler.buffer]
+
+
+@pytest.fixture(scope="module")
+def loaded(loaded_and_logged):
+    return loaded_and_logged[0]
+
+
+def raw_answers(task: TaskConfig) -> list:
+    return [row[task.answer_key] for row in read_task_rows(task.path)]
+
+
+# --- the shared files --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(ROWS))
+def test_every_shared_task_loads(name, shared_tasks, loaded):
+    task, items = shared_tasks[name], loaded[name]
+    assert Path(task.path).is_file()
+    assert len(items) == ROWS[name]
+    assert {it.data_source for it in items} == {name}
+    assert all(isinstance(it.ground_truth, str) and it.ground_truth for it in items)
+    assert [it.extra_info["index"] for it in items[:3]] == [0, 1, 2]  # file order without shuffle_seed
+    assert {it.val_n for it in items} == {task.n}
+
+
+def test_only_math_train_has_bad_rows_its_four_without_an_answer(shared_tasks, loaded_and_logged):
+    path = shared_tasks["math_train"].path
+    assert loaded_and_logged[1] == [
+        f"task math_train: dropped 4 rows of {path}: 2 empty answer, 2 missing answer"
+    ]
+
+
+def test_aime24_zero_padded_strings_lose_their_zeros(shared_tasks, loaded):
+    raw = raw_answers(shared_tasks["aime24"])
+    assert raw[7] == "025" and loaded["aime24"][7].ground_truth == "25"
+    assert [it.ground_truth for it in loaded["aime24"]] == [str(int(a)) for a in raw]
+
+
+def test_aime25_ints_and_amc23_floats_become_integer_strings(shared_tasks, loaded):
+    aime25 = raw_answers(shared_tasks["aime25"])
+    assert all(type(a) is int for a in aime25)
+    assert [it.ground_truth for it in loaded["aime25"]] == [str(a) for a in aime25]
+    amc = raw_answers(shared_tasks["amc23"])
+    assert amc[0] == 27.0 and loaded["amc23"][0].ground_truth == "27"
+    assert [it.ground_truth for it in loaded["amc23"]] == [str(int(a)) for a in amc]
+
+
+def test_latex_answers_are_unchanged(shared_tasks, loaded):
+    raw = raw_answers(shared_tasks["math500"])
+    assert raw[0] == "\\left( 3, \\frac{\\pi}{2} \\right)"
+    assert [it.ground_truth for it in loaded["math500"]] == raw  # no MATH-500 answer has padding or zeros
+    assert loaded["deepscaler"][0].ground_truth == "-\\frac{2}{3}"
+
+
+def test_gsm8k_answer_is_the_number_after_the_marker(loaded):
+    truths = [it.ground_truth for it in loaded["gsm8k"]]
+    assert truths[0] == "18"  # "... $18 every day at the farmer's market.\n#### 18"
+    assert "1450000" in truths and not any("," in t for t in truths)  # "#### 1,450,000"
+
+
+def test_template_wraps_the_problem_for_the_chat(shared_tasks, loaded, tokenizer):
+    row = read_task_rows(shared_tasks["aime25"].path)[0]
+    text = tokenizer.decode(loaded["aime25"][0].prompt_ids)
+    expected = (
+        f"<|user|>{row['problem']}\n\nWork through it step by step, then write the final answer in "
+        "\\boxed{}.<|assistant|><think>"
+    )
+    assert text == expected
+    gsm = read_task_rows(shared_tasks["gsm8k"].path)[0]
+    assert tokenizer.decode(loaded["gsm8k"][0].prompt_ids).startswith(f"<|user|>{gsm['question']}\n\n")
+
+
+# --- options --------------------------------------------------------------------------------------------
+
+
+def aime24(**changes) -> TaskConfig:
+    return TaskConfig(path=str(MATH_DIR / "aime24.jsonl"), data_source="aime24", **changes)
+
+
+def test_system_prompt_comes_first(tokenizer):
+    task = aime24(system_prompt="Be brief.", prompt_template="Q: {problem}", max_samples=1)
+    [item] = load_task("a", task, tokenizer, NO_LIMIT)
+    problem = read_task_rows(str(MATH_DIR / "aime24.jsonl"))[0]["problem"]
+    assert tokenizer.decode(item.prompt_ids) == f"<|system|>Be brief.<|user|>Q: {problem}<|assistant|><think>"
+
+
+def test_max_samples_and_shuffle_seed_are_deterministic(tokenizer):
+    def indices(**changes):
+        return [it.extra_info["index"] for it in load_task("a", aime24(**changes), tokenizer, NO_LIMIT)]
+
+    assert indices(max_samples=4) == [0, 1, 2, 3]
+    shuffled = indices(shuffle_seed=3)
+    assert sorted(shuffled) == list(range(30)) and shuffled != list(range(30))
+    assert indices(shuffle_seed=3) == shuffled
+    assert indices(shuffle_seed=3, max_samples=5) == shuffled[:5]  # shuffle first, then take
+    assert indices(shuffle_seed=4) != shuffled
+
+
+def test_val_n_and_extra_info(tokenizer):
+    items = load_task("aime", aime24(n=8, max_samples=2), tokenizer, NO_LIMIT)
+    assert [it.val_n for it in items] == [8, 8]
+    assert items[1].extra_info == {"task": "aime", "index": 1}
+
+
+def test_json_and_parquet_load_like_jsonl(tokenizer, tmp_path):
+    rows = [{"problem": "one plus one", "answer": 2}, {"problem": "half", "answer": "\\frac{1}{2}"}]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "t.json").write_text(json.dumps(rows))
+    as_strings = [{"problem": r["problem"], "answer": str(r["answer"])} for r in rows]  # parquet: one type
+    pq.write_table(pa.Table.from_pylist(as_strings), tmp_path / "t.parquet")
+    loads = [load_task("t", TaskConfig(path=str(tmp_path / f"t.{ext}"), data_source="t"), tokenizer, NO_LIMIT)
+             for ext in ("jsonl", "json", "parquet")]  # fmt: skip
+    for items in loads:
+        assert [(it.prompt_ids, it.ground_truth) for it in items] == [
+            (it.prompt_ids, it.ground_truth) for it in loads[0]
+        ]
+    assert [it.ground_truth for it in loads[0]] == ["2", "\\frac{1}{2}"]
+
+
+def test_an_answer_column_of_mixed_types_keeps_its_meaning(tokenizer, tmp_path):
+    # HF datasets reads a column of mixed types as JSON values: "025" -> 25, "1.50" -> 1.5 (same meaning);
+    # the known loss: "[-2, 7]" (an interval) comes back as a list and the row is dropped
+    answers = ["025", 25, "\\frac{1}{2}", 27.0, "(0, 1]", "1.50", "[-2, 7]"]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(
+        "".join(json.dumps({"problem": f"p{i}", "answer": a}) + "\n" for i, a in enumerate(answers))
+    )
+    items = load_task("m", TaskConfig(path=str(path), data_source="m"), tokenizer, NO_LIMIT)
+    assert [it.ground_truth for it in items] == ["25", "25", "\\frac{1}{2}", "27", "(0, 1]", "1.5"]
+
+
+# --- bad rows --------------------------------------------------------------------------------------------
+
+LONG = "x" * 200  # one token per byte: with <|user|>, <|assistant|> and <think>, 203 prompt tokens
+BAD_ROWS = {  # reason -> (row, what the error says)
+    "missing answer": ({"problem": "p"}, "the answer is missing"),
+    "empty answer": ({"problem": "p", "answer": "  "}, "the answer is an empty string"),
+    "null answer": ({"problem": "p", "answer": None}, "the answer is missing"),
+    "answer of wrong type": (
+        {"problem": "p", "answer": [1, 2]},
+        "the answer has type list, not str, int or float",
+    ),
+    "problem of wrong type": ({"problem": 5, "answer": "1"}, "the problem has type int, not str"),
+    "missing problem": ({"answer": "1"}, "the problem ('problem') is missing"),
+    "empty problem": ({"problem": "", "answer": "1"}, "the problem is an empty string"),
+    "overlong prompt": (
+        {"problem": LONG, "answer": "1"},
+        "the prompt has 203 tokens, more than the 100 allowed",
+    ),
+}
+GOOD = {"problem": "two", "answer": "2"}
+
+
+def write_rows(path: Path, rows: list[dict]) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+def test_filter_drops_every_bad_row_and_logs_the_counts(tokenizer, tmp_path, caplog):
+    path = write_rows(tmp_path / "bad.jsonl", [GOOD, *(row for row, _ in BAD_ROWS.values()), GOOD])
+    with caplog.at_level(logging.WARNING, logger="verl.data.tasks"):
+        items = load_task("mytask", TaskConfig(path=path, data_source="s"), tokenizer, max_prompt_tokens=100)
+    assert [it.extra_info["index"] for it in items] == [0, 9]
+    assert f"task mytask: dropped 8 rows of {path}: " in caplog.text
+    assert (
+        "1 answer of wrong type, 1 empty answer, 1 empty problem, 2 missing answer, 1 missing problem, "
+        "1 overlong prompt, 1 problem of wrong type" in caplog.text
+    )
+
+
+@pytest.mark.parametrize("reason", list(BAD_ROWS))
+def test_error_names_the_task_file_row_and_reason(reason, tokenizer, tmp_path):
+    row, says = BAD_ROWS[reason]
+    path = write_rows(tmp_path / "bad.jsonl", [GOOD, GOOD, row, GOOD])
+    task = TaskConfig(path=path, data_source="s", bad_rows="error")
+    with pytest.raises(ValueError) as error:
+        load_task("mytask", task, tokenizer, max_prompt_tokens=100)
+    assert str(error.value).startswith(f"task mytask: {path} row 2: {says}")
+    # the same row in filter mode is dropped, and the good rows stay
+    assert len(load_task("mytask", dataclasses.replace(task, bad_rows="filter"), tokenizer, 100)) == 3
+
+
+def test_every_row_bad_is_an_error_even_when_filtering(tokenizer, tmp_path):
+    path = write_rows(tmp_path / "bad.jsonl", [{"problem": "p", "answer": ""}])
+    with pytest.raises(ValueError, match=f"task t: no usable rows in {path}"):
+        load_task("t", TaskConfig(path=path, data_source="s"), tokenizer, 100)
+
+
+def test_config_mistakes_fail_whatever_bad_rows_says(tokenizer, tmp_path):
+    path = write_rows(tmp_path / "t.jsonl", [GOOD])
+    with pytest.raises(
+        ValueError, match=r"has no column 'question' \(problem_key\); columns: \['problem', 'answer'\]"
+    ):
+        load_task("t", TaskConfig(path=path, data_source="s", problem_key="question"), tokenizer, 100)
+    with pytest.raises(ValueError, match="prompt_template names column 'topic'"):
+        load_task(
+            "t", TaskConfig(path=path, data_source="s", prompt_template="{topic}: {problem}"), tokenizer, 100
+        )
+    with pytest.raises(ValueError, match=r"write literal braces doubled, as in \\boxed\{\{\}\}"):
+        load_task(
+            "t", TaskConfig(path=path, data_source="s", prompt_template="{problem} \\boxed{}"), tokenizer, 100
+        )
+    with pytest.raises(FileNotFoundError, match="task file .*nope.jsonl does not exist"):
+        load_task("t", TaskConfig(path=str(tmp_path / "nope.jsonl"), data_source="s"), tokenizer, 100)
+
+
+# --- answer normalisation (hand-written cases) --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("025", "25"), ("-007", "-7"), (" 7 ", "7"), (25, "25"), (-3, "-3"), (27.0, "27"), (0.5, "0.5"),
+        (1e20, "100000000000000000000"), ("3.0", "3.0"), ("\\frac{1}{2}", "\\frac{1}{2}"), ("2,125", "2,125"),
+        ("[-2, 7]", "[-2, 7]"),
+    ],
+)  # fmt: skip
+def test_normalise_answer(value, expected):
+    assert normalise_answer(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("so 9 eggs.\n#### 18", "18"), ("#### 1,450,000", "1450000"), ("a #### 1 #### 2,5", "2,5")],
+)
+def test_normalise_answer_after_a_marker(value, expected):
+    assert normalise_answer(value, marker="####") == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "marker", "kind"),
+    [
+        (None, None, "missing answer"), ("", None, "empty answer"), (True, None, "answer of wrong type"),
+        ({"a": 1}, None, "answer of wrong type"), (math.nan, None, "answer of wrong type"),
+        ("18", "####", "no answer marker"), (18, "####", "answer of wrong type"),
+        ("#### ", "####", "empty answer"),
+    ],
+)  # fmt: skip
+def test_normalise_answer_rejects(value, marker, kind):
+    with pytest.raises(BadRow) as bad:
+        normalise_answer(value, marker)
+    assert bad.value.kind == kind
+
+
+# --- config groups and load_split ---------------------------------------------------------------------------
+
+
+def tasks_of(config_name: str, *overrides: str) -> tuple[list[str], list[str]]:
+    cfg = compose_config(config_name, list(overrides))
+    return list(cfg.train_tasks), list(cfg.val_tasks)
+
+
+def test_selecting_several_options_of_a_group_merges_them():
+    assert tasks_of("tiny_longcot") == ([], [])  # none selected: both stay {}
+    assert tasks_of("tiny_longcot", "val_tasks=[aime24,amc23]") == ([], ["aime24", "amc23"])
+    assert tasks_of("tiny_longcot", "train_tasks=[deepscaler,math_train]", "val_tasks=[math500]") == (
+        ["deepscaler", "math_train"], ["math500"]
+    )  # fmt: skip
+    # the paper's configs select their tasks in the defaults list; the command line replaces or clears them
+    assert tasks_of("r1d-1.5b_deepscaler_delethink_24k") == (["deepscaler"], ["aime24", "aime25"])
+    assert tasks_of("r1d-1.5b_deepscaler_longcot_8k", "val_tasks=[math500]", "train_tasks=[]") == (
+        [],
+        ["math500"],
+    )
+    assert tasks_of("r1d-1.5b_openmath_delethink_96k") == ([], ["aime24", "aime25"])
+    cfg = compose_config("tiny_longcot", ["val_tasks=[aime24]", "val_tasks.aime24.n=4"])
+    assert cfg.val_tasks.aime24.n == 4 and cfg.val_tasks.aime24.data_source == "aime24"
+
+
+def test_load_split_puts_data_files_before_tasks(tokenizer, tmp_path, monkeypatch):
+    monkeypatch.setenv("MATH_DATA_DIR", str(MATH_DIR))
+    val_file = tmp_path / "val.jsonl"
+    val_file.write_text(
+        json.dumps({"data_source": "mine", "prompt": "q", "reward_model": {"ground_truth": "1"}}) + "\n"
+    )
+    cfg = compose_config(
+        "tiny_longcot",
+        [f"data.val_files=[{val_file}]", "val_tasks=[aime24,amc23]", "val_tasks.amc23.max_samples=3"],
+    )
+    config = load_config(cfg, check_paths=False)
+    items = load_split(config, "val", tokenizer, NO_LIMIT)
+    assert [it.data_source for it in items] == ["mine"] + ["aime24"] * 30 + ["amc23"] * 3
+    assert [items[0].val_n, items[1].val_n, items[-1].val_n] == [None, 16, 16]
+    tasks_only = dataclasses.replace(config, data=dataclasses.replace(config.data, val_files=[]))
+    assert len(load_split(tasks_only, "val", tokenizer, NO_LIMIT)) == 33
+    nothing = dataclasses.replace(tasks_only, val_tasks={})
+    with pytest.raises(ValueError, match="no val prompts: data.val_files and val_tasks are both empty"):
+        load_split(nothing, "val", tokenizer, NO_LIMIT)
+    with pytest.raises(ValueError, match="split must be 'train' or 'val'"):
+        load_split(config, "test", tokenizer, NO_LIMIT)

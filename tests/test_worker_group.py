@@ -1,0 +1,99 @@
+"""The data-parallel worker group: how work is split over ranks, and that 2 ranks (two Ray actor
+processes, FSDP2 over gloo) train exactly like 1 rank and can stop and resume."""
+
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from tests.e2e_utils import tiny_config
+from verl.data.rl_dataset import PromptItem
+from verl.trainer.launch import run
+from verl.trainer.ppo.batch import collate_rows, trajectory_rows
+from verl.utils.fs import read_jsonl
+from verl.workers.rollout.base import SamplingParams
+from verl.workers.worker_group import ActorRolloutWorkerGroup, contiguous_shards, update_shard_indices
+
+pytestmark = pytest.mark.slow
+
+# Delethink, C = 12, carry 2 + 4, later chunks 6, I = 3: rows per trajectory vary, as in real runs
+DELETHINK = (
+    "data.max_response_length=12",
+    "algorithm.delethink.keep_head=2",
+    "algorithm.delethink.keep_tail=4",
+    "algorithm.delethink.intermediate_max_new_tokens=6",
+    "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=3",
+)
+
+
+def test_contiguous_shards_differ_by_at_most_one():
+    assert contiguous_shards(7, 3) == [slice(0, 3), slice(3, 5), slice(5, 7)]
+    assert contiguous_shards(2, 4) == [slice(0, 1), slice(1, 2), slice(2, 2), slice(2, 2)]
+
+
+def test_update_shards_give_each_rank_its_block_of_every_mini_batch():
+    rank0, rank1 = update_shard_indices(8, 2, 2)
+    assert rank0.tolist() == [0, 1, 4, 5] and rank1.tolist() == [2, 3, 6, 7]
+    (only,) = update_shard_indices(6, 3, 1)
+    assert only.tolist() == list(range(6))
+    with pytest.raises(ValueError, match="6 rows do not split into 2 mini-batches x 4 ranks"):
+        update_shard_indices(6, 2, 4)
+
+
+def _one_update(cfg, batch_source=None):
+    """Sample (or reuse) a batch, then one PPO update; returns the batch, old log-probs, metrics, weights."""
+    group = ActorRolloutWorkerGroup(cfg)
+    try:
+        if batch_source is None:
+            tok = AutoTokenizer.from_pretrained(cfg.actor_rollout_ref.model.path)
+            prompt = tok("<|user|>a3 b5 c2<|assistant|><think>", add_special_tokens=False)["input_ids"]
+            items = [PromptItem(prompt, "test", "0")] * 4
+            params = [SamplingParams(max_new_tokens=12, seed=i) for i in range(4)]
+            trajectories = group.generate(items, params)
+            rows = trajectory_rows(trajectories, [1.0, -1.0, 0.5, -0.25])
+            rows = rows[: len(rows) // 4 * 4]  # 2 mini-batches x 2 ranks
+            batch_source = collate_rows(rows, tok.pad_token_id)
+        batch = dict(batch_source)
+        batch["old_log_probs"] = group.compute_log_prob(batch)
+        metrics = group.update_actor(batch, num_mini_batches=2, correction_ratio=1.5)
+        weights = group.full_state_dict()
+        for engine_weights in group.engine_state_dicts():  # every rank's engine samples from the new policy
+            for name, value in weights.items():
+                torch.testing.assert_close(engine_weights[name], value, atol=0, rtol=0, msg=name)
+        return batch_source, batch["old_log_probs"], metrics, weights
+    finally:
+        group.shutdown()
+
+
+def test_two_ranks_update_exactly_like_one(tiny_assets, ray_session, tmp_path):
+    one = tiny_config("tiny_delethink", tiny_assets, tmp_path / "one", *DELETHINK)
+    two = tiny_config(
+        "tiny_delethink", tiny_assets, tmp_path / "two", *DELETHINK, "trainer.n_gpus_per_node=2"
+    )
+    batch, old_1, metrics_1, weights_1 = _one_update(one)
+    assert batch["responses"].shape[0] >= 4
+    _, old_2, metrics_2, weights_2 = _one_update(two, batch)
+    torch.testing.assert_close(old_2, old_1, atol=1e-5, rtol=0)
+    for key in ("actor/pg_loss", "actor/grad_norm"):
+        assert metrics_2[key] == pytest.approx(metrics_1[key], abs=1e-5), key
+    assert metrics_1["actor/grad_norm"] > 0
+    for name, value in weights_1.items():
+        torch.testing.assert_close(weights_2[name], value, atol=1e-5, rtol=0, msg=name)
+
+
+def test_two_rank_run_trains_and_resumes(tiny_assets, ray_session, tmp_path):
+    run_dir = tmp_path / "run"
+    # token-budget micro-batches balanced across the ranks (a budget of ~2 rows), as a large run would use
+    budgets = (
+        "actor_rollout_ref.actor.use_dynamic_bsz=true",
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=64",
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=64",
+    )
+    common = (*DELETHINK, *budgets, "trainer.n_gpus_per_node=2", "trainer.save_freq=1")
+    run(tiny_config("tiny_delethink", tiny_assets, run_dir, *common, "trainer.total_training_steps=2"))
+    assert [m["step"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [1, 2]
+    # a longer run in the same directory continues from the step-2 checkpoint
+    run(tiny_config("tiny_delethink", tiny_assets, run_dir, *common, "trainer.total_training_steps=3"))
+    metrics = read_jsonl(run_dir / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [1, 2, 3]
+    assert all(m["actor/grad_norm"] > 0 and m["actor/micro_batches"] > 1 for m in metrics)
+    assert (run_dir / "latest_checkpointed_iteration.txt").read_text().strip() == "3"

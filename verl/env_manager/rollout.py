@@ -1,0 +1,156 @@
+"""The driver's side of the environment manager: build the actors, run a round, return its trajectories.
+
+    rollout = EnvManagerRollout(config, engine_handles, train_items, val_items, EnvManagerConfig(...))
+    items, trajectories, trajectory_ids = rollout.collect(step)   # training: num_groups x rollout.n
+    items, trajectories, trajectory_ids = rollout.validate()      # the validation set, val_kwargs.n each
+    rollout.shutdown()
+
+Training round `step` (1-based) has `num_groups` groups of `rollout.n` env managers; each group runs
+`data.train_batch_size / num_groups` episodes, so the round yields train_batch_size x rollout.n
+trajectories ordered by group, episode, member: every GRPO group (one episode) is `rollout.n` adjacent
+trajectories sharing a data item and a trajectory id. Rows come from a sample-mode GlobalDataset, so
+the round is a pure function of (trainer.seed, data.seed, step).
+
+A validation round resets the traversal datasets and walks the validation set once
+(`data.val_batch_size=-1`) or its first `val_batch_size` rows; each row gets `val_kwargs.n` samples
+from one group. The result is ordered by row, then member.
+"""
+
+from __future__ import annotations
+
+import ray
+
+from verl.agent_loop.base import Trajectory
+from verl.data.rl_dataset import PromptItem
+from verl.env_manager.global_dataset import (
+    SAMPLE,
+    TRAVERSAL,
+    drop_global_dataset,
+    get_dataset_manager,
+    get_global_dataset,
+)
+from verl.env_manager.rollout_worker import TRAIN, VAL, RolloutWorker
+from verl.env_manager.scheduler import EpisodeRecord, EpisodeScheduler
+from verl.trainer.config_schema import EnvManagerConfig
+from verl.workers.rollout.base import SamplingParams
+
+
+def spread(slots: list[tuple[int, int]], num_workers: int) -> list[list[tuple[int, int]]]:
+    """Deal slots to workers round-robin, so each worker hosts members of many groups."""
+    return [slots[w::num_workers] for w in range(num_workers)]
+
+
+class EnvManagerRollout:
+    def __init__(
+        self,
+        config,
+        engine_handles: list,
+        train_items: list[PromptItem],
+        val_items: list[PromptItem],
+        env_manager: EnvManagerConfig,
+        run_name: str | None = None,
+    ) -> None:
+        """`config`: the run's PolicyIterationConfig. `engine_handles`: actors with `generate_one`
+        (rollout worker i uses handle i mod len). `run_name` names the dataset actors (default
+        trainer.experiment_name); two live instances need two names."""
+        data, rollout = config.data, config.actor_rollout_ref.rollout
+        if not engine_handles:
+            raise ValueError("EnvManagerRollout needs at least one engine handle")
+        if env_manager.num_workers < 1:
+            raise ValueError(f"env_manager.num_workers={env_manager.num_workers}; it must be >= 1")
+        self.num_groups = data.train_batch_size if env_manager.num_groups == -1 else env_manager.num_groups
+        if self.num_groups < 1 or data.train_batch_size % self.num_groups:
+            raise ValueError(
+                f"env_manager.num_groups={env_manager.num_groups} must be >= 1 and divide "
+                f"data.train_batch_size={data.train_batch_size} (each group runs an equal share)"
+            )
+        self.num_val_groups = (
+            self.num_groups if env_manager.num_val_groups == -1 else env_manager.num_val_groups
+        )
+        if self.num_val_groups < 1:
+            raise ValueError(
+                f"env_manager.num_val_groups={env_manager.num_val_groups}; it must be >= 1 or -1"
+            )
+        val = rollout.val_kwargs
+        odd_n = [i for i, it in enumerate(val_items) if it.val_n not in (None, val.n)]
+        if odd_n:
+            raise ValueError(
+                f"validation row {odd_n[0]} asks for {val_items[odd_n[0]].val_n} samples; the environment "
+                f"manager gives every row rollout.val_kwargs.n={val.n} (one group per row)"
+            )
+        self.group_size = {TRAIN: rollout.n, VAL: val.n}
+        self.episodes_per_group = data.train_batch_size // self.num_groups
+        self.train_items, self.val_items = train_items, val_items
+        self.run_name = run_name or config.trainer.experiment_name
+
+        self.datasets = datasets = {
+            TRAIN: get_global_dataset(
+                f"{self.run_name}/train",
+                SAMPLE,
+                train_items,
+                shuffle_seed=data.seed if data.shuffle else None,
+            ),
+            VAL: get_global_dataset(f"{self.run_name}/val", TRAVERSAL, val_items, limit=data.val_batch_size),
+        }
+        sampling = {
+            TRAIN: SamplingParams(
+                data.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k
+            ),
+            VAL: SamplingParams(
+                data.max_response_length, val.temperature if val.do_sample else 0.0, val.top_p, val.top_k
+            ),
+        }
+        self.scheduler = ray.remote(EpisodeScheduler).options(num_cpus=0).remote()
+        slots = {
+            TRAIN: [(g, m) for g in range(self.num_groups) for m in range(rollout.n)],
+            VAL: [(g, m) for g in range(self.num_val_groups) for m in range(val.n)],
+        }
+        per_worker = {mode: spread(mode_slots, env_manager.num_workers) for mode, mode_slots in slots.items()}
+        worker_cls = ray.remote(RolloutWorker).options(num_cpus=0)
+        self.workers = []
+        for w in range(env_manager.num_workers):
+            engine = engine_handles[w % len(engine_handles)]
+            worker_slots = {mode: per_worker[mode][w] for mode in slots}
+            self.workers.append(
+                worker_cls.remote(
+                    config, engine, self.scheduler, datasets, sampling, worker_slots, config.trainer.seed
+                )
+            )
+
+    def _run_round(
+        self, mode: str, num_groups: int, episodes_per_group: int | None, round_index: int
+    ) -> list[EpisodeRecord]:
+        size = self.group_size[mode]
+        ray.get(self.scheduler.begin_round.remote(num_groups, size, episodes_per_group, round_index))
+        ray.get([w.run_rollout_loops.remote(mode) for w in self.workers])
+        return ray.get(self.scheduler.end_round.remote())
+
+    def collect(self, step: int) -> tuple[list[PromptItem], list[Trajectory], list[str]]:
+        """Training step `step` (1-based): items, trajectories and trajectory ids, group by group."""
+        if step < 1:
+            raise ValueError(f"collect(step={step}): steps count from 1")
+        records = self._run_round(TRAIN, self.num_groups, self.episodes_per_group, step - 1)
+        return (
+            [self.train_items[r.item_index] for r in records],
+            [r.trajectory for r in records],
+            [r.trajectory_id for r in records],
+        )
+
+    def validate(self) -> tuple[list[PromptItem], list[Trajectory], list[str]]:
+        """One walk over the validation set from its start: items, trajectories, ids, row by row."""
+        ray.get(get_dataset_manager().reset_all.remote())
+        records = self._run_round(VAL, self.num_val_groups, None, 0)
+        records.sort(key=lambda r: (r.item_index, r.member))
+        return (
+            [self.val_items[r.item_index] for r in records],
+            [r.trajectory for r in records],
+            [r.trajectory_id for r in records],
+        )
+
+    def shutdown(self) -> None:
+        """Close envs left open in the workers, then end the actors this instance created."""
+        ray.get([w.shutdown.remote() for w in self.workers])
+        for actor in [*self.workers, self.scheduler]:
+            ray.kill(actor)
+        drop_global_dataset(f"{self.run_name}/train", SAMPLE)
+        drop_global_dataset(f"{self.run_name}/val", TRAVERSAL)

@@ -1,0 +1,118 @@
+"""Which rows go together: micro-batches under a token budget, and token-balanced shares for ranks.
+
+Pure functions over per-row token counts (prompt + response, padding excluded). They return lists of
+row indices, ascending within each group, so every partition can be checked by hand.
+
+Balancing is greedy largest-first: rows are taken heaviest first and each joins the group with the
+smallest token sum so far (ties: fewer rows, then the lower group number). For k groups its largest
+sum is at most 4/3 of the best possible, and it is easy to follow.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+
+
+def _check_counts(token_counts: Sequence[int]) -> None:
+    negative = [i for i, c in enumerate(token_counts) if c < 0]
+    if negative:
+        raise ValueError(f"token counts must be >= 0; rows {negative} are negative")
+
+
+def balanced_partition(token_counts: Sequence[int], num_groups: int) -> list[list[int]]:
+    """Split rows into `num_groups` groups with near-equal token sums (greedy largest-first).
+
+    With fewer rows than groups the trailing groups are empty; otherwise every group gets a row.
+    """
+    if num_groups < 1:
+        raise ValueError(f"num_groups must be >= 1, got {num_groups}")
+    _check_counts(token_counts)
+    groups: list[list[int]] = [[] for _ in range(num_groups)]
+    # (token sum, rows, group number): the heap top is the group the next row joins
+    heap = [(0, 0, g) for g in range(num_groups)]
+    for row in sorted(range(len(token_counts)), key=lambda i: (-token_counts[i], i)):
+        total, size, g = heapq.heappop(heap)
+        groups[g].append(row)
+        heapq.heappush(heap, (total + token_counts[row], size + 1, g))
+    return [sorted(g) for g in groups]
+
+
+def group_tokens(token_counts: Sequence[int], group: Sequence[int]) -> int:
+    return sum(token_counts[i] for i in group)
+
+
+def partition_by_token_budget(token_counts: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Balanced micro-batches, as few as greedy balancing manages: k = ceil(total / max_tokens) groups,
+    then k + 1, ... until every micro-batch of two or more rows holds at most `max_tokens` tokens.
+
+    A row longer than the budget cannot be split, so it becomes a micro-batch of its own.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"the token budget must be >= 1, got {max_tokens}")
+    _check_counts(token_counts)
+    n = len(token_counts)
+    if n == 0:
+        return []
+    k = max(1, math.ceil(sum(token_counts) / max_tokens))
+    while True:
+        # with k == n every row is alone, so the loop ends there at the latest
+        groups = balanced_partition(token_counts, min(k, n))
+        if all(len(g) == 1 or group_tokens(token_counts, g) <= max_tokens for g in groups):
+            return groups
+        k += 1
+
+
+def split_to_count(token_counts: Sequence[int], groups: list[list[int]], count: int) -> list[list[int]]:
+    """Exactly `count` micro-batches, so that every rank runs the same number of forward passes.
+
+    Splits the micro-batch with the most tokens (of those with two or more rows) into two balanced
+    halves until there are `count`; splitting never breaks a token budget or a row-count limit. When
+    every micro-batch is a single row and more are needed, empty groups are appended: the caller runs
+    a zero-weight pass for each.
+    """
+    if count < len(groups):
+        raise ValueError(f"cannot make {len(groups)} micro-batches into fewer ({count})")
+    groups = [list(g) for g in groups]
+    while len(groups) < count:
+        splittable = [j for j, g in enumerate(groups) if len(g) > 1]
+        if not splittable:
+            return groups + [[] for _ in range(count - len(groups))]
+        j = max(splittable, key=lambda j: (group_tokens(token_counts, groups[j]), -j))
+        rows = groups[j]
+        halves = balanced_partition([token_counts[i] for i in rows], 2)
+        groups[j : j + 1] = [[rows[i] for i in half] for half in halves]
+    return groups
+
+
+def balance_rows_across_ranks(token_counts: Sequence[int], world_size: int) -> list[list[int]]:
+    """Each rank's rows of one mini-batch, token sums balanced; row counts may differ between ranks."""
+    if len(token_counts) < world_size:
+        raise ValueError(f"{len(token_counts)} rows cannot give each of {world_size} ranks a row")
+    return balanced_partition(token_counts, world_size)
+
+
+def balanced_update_shards(
+    token_counts: Sequence[int], num_mini_batches: int, world_size: int
+) -> list[tuple[list[int], list[int]]]:
+    """For each rank: (row indices into the batch, mini-batch number of each row) for `update_policy`.
+
+    Mini-batch m is rows [m * R, (m + 1) * R) of the batch, R = rows / num_mini_batches; its rows are
+    spread over the ranks by token count. The rank's batch is those rows in mini-batch order, and the
+    mini-batch numbers go to the actor as `batch["mini_batch_index"]` (row counts per rank differ).
+    """
+    n = len(token_counts)
+    if num_mini_batches < 1 or n % num_mini_batches:
+        raise ValueError(f"{n} rows do not split into {num_mini_batches} mini-batches")
+    rows_per_mini = n // num_mini_batches
+    shards: list[tuple[list[int], list[int]]] = [([], []) for _ in range(world_size)]
+    for m in range(num_mini_batches):
+        start = m * rows_per_mini
+        mini_counts = token_counts[start : start + rows_per_mini]
+        for (rows, mini_index), share in zip(
+            shards, balance_rows_across_ranks(mini_counts, world_size), strict=True
+        ):
+            rows.extend(start + i for i in share)
+            mini_index.extend([m] * len(share))
+    return shards

@@ -1,0 +1,362 @@
+"""The GPU rollout engine: SGLang's offline `sglang.Engine` behind the `RolloutEngine` interface.
+
+Token ids in, token ids + log-probs + finish reason out, exactly as the HF engine does:
+
+- Requests go in as `input_ids` with `return_logprob=True`; the engine never sees text
+  (`skip_tokenizer_init=True`), so the trainer trains the very ids that were sampled.
+- Log-probs. SGLang's sampler divides the logits by the temperature, takes the softmax and reports
+  log(prob) of the sampled token *before* top-k/top-p filtering: log_softmax(logits / T), the
+  quantity the actor recomputes. Greedy requests (temperature 0) run as top_k=1 at temperature 1,
+  so they report plain log_softmax(logits), like the HF engine. The environment variable
+  SGLANG_RETURN_ORIGINAL_LOGPROB switches SGLang to unscaled log-probs; the engine refuses to start
+  with it set, since the importance ratios would compare different distributions.
+- End of sequence. SGLang stops on the model's EOS ids; we also pass ours as `stop_token_ids`. The
+  stop token is part of `output_ids` (SGLang keeps ids "through the stop"), as the contract wants.
+- Seeds. SGLang reads a request's `sampling_seed` only when the engine runs with deterministic
+  inference (`deterministic=True`); otherwise every request draws from one engine-wide generator
+  seeded with `seed`, and a request's tokens depend on what it was batched with.
+
+SGLang is imported inside the constructor: it pins a CUDA build of torch and cannot be installed on
+a CPU machine, where the pure request/response functions below still run and are tested.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+import numbers
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+import transformers
+
+from verl.trainer.config_schema import PolicyIterationConfig
+from verl.workers.rollout.base import FinishReason, GenerateOutput, RolloutEngine, SamplingParams
+from verl.workers.rollout.hf_engine import _check_request
+
+# What SGLang's release/resume_memory_occupation can free, by tag (sglang.srt.constants).
+MEMORY_TAGS = ("weights", "kv_cache", "cuda_graph")
+ENGINE_DTYPES = ("bfloat16", "float16", "float32")
+# SGLang 0.5.23 holds per-request seeds in an int64 tensor; 31 bits fit any signed integer type.
+SEED_MODULUS = 2**31
+
+
+class SGLangGenerationError(RuntimeError):
+    """SGLang answered, but not with a finished generation in the expected shape."""
+
+
+def build_sampling_params(params: SamplingParams, eos_token_ids: Sequence[int]) -> dict[str, Any]:
+    """The `sampling_params` dict of one SGLang request.
+
+    SGLang reads temperature 0 as greedy (it runs top_k=1 at temperature 1) and top_k=-1 as the
+    whole vocabulary, the same conventions as ours, so both pass through unchanged.
+    """
+    request: dict[str, Any] = {
+        "max_new_tokens": params.max_new_tokens,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "top_k": params.top_k,
+        "stop_token_ids": sorted(set(eos_token_ids)),
+    }
+    if params.seed is not None:
+        request["sampling_seed"] = params.seed % SEED_MODULUS
+    return request
+
+
+def _parse_token_log_probs(entries: Any, where: str) -> tuple[list[int], list[float]]:
+    """SGLang reports each position as (logprob, token_id, text-or-None), or (logprob, token_id)."""
+    if not isinstance(entries, (list, tuple)):
+        raise SGLangGenerationError(f"{where} is {type(entries).__name__}, expected a list of tuples")
+    token_ids, log_probs = [], []
+    for position, entry in enumerate(entries):
+        if not isinstance(entry, (list, tuple)) or len(entry) not in (2, 3):
+            raise SGLangGenerationError(
+                f"{where}[{position}] = {entry!r}; expected (logprob, token_id[, text])"
+            )
+        log_prob, token_id = entry[0], entry[1]
+        if log_prob is None:
+            # SGLang leaves only the first *prompt* position without a log-prob (nothing predicts it)
+            raise SGLangGenerationError(f"{where}[{position}] has no log-prob; every sampled token needs one")
+        if not math.isfinite(float(log_prob)):
+            raise SGLangGenerationError(f"{where}[{position}] has log-prob {log_prob} for token {token_id}")
+        token_ids.append(int(token_id))
+        log_probs.append(float(log_prob))
+    return token_ids, log_probs
+
+
+def parse_output(
+    output: Mapping[str, Any], eos_token_ids: Sequence[int], max_new_tokens: int
+) -> GenerateOutput:
+    """Turn one finished SGLang result into a `GenerateOutput`, checking it against the contract.
+
+    `output` is what `Engine.async_generate(input_ids=..., return_logprob=True)` returns:
+    {"output_ids": [...], "meta_info": {"finish_reason": {...}, "output_token_logprobs": [...], ...}}.
+    Prompt log-probs (`input_token_logprobs`, whose first entry is None) are not part of the result.
+    """
+    meta = output.get("meta_info")
+    if not isinstance(meta, Mapping):
+        raise SGLangGenerationError(f"SGLang output has no meta_info dict; keys: {sorted(output)}")
+    finish = meta.get("finish_reason")
+    if finish is None:
+        raise SGLangGenerationError(
+            "SGLang output is not finished (finish_reason is None): a streamed partial?"
+        )
+    if not isinstance(finish, Mapping) or "type" not in finish:
+        raise SGLangGenerationError(f"finish_reason = {finish!r}; expected a dict with a 'type'")
+    if finish["type"] == "abort":
+        raise SGLangGenerationError(f"SGLang aborted the request: {finish.get('message', finish)}")
+    if "output_token_logprobs" not in meta:
+        raise SGLangGenerationError(
+            "meta_info has no output_token_logprobs: the request must be sent with return_logprob=True"
+        )
+    token_ids, log_probs = _parse_token_log_probs(meta["output_token_logprobs"], "output_token_logprobs")
+    if "output_ids" in output and list(output["output_ids"]) != token_ids:
+        raise SGLangGenerationError(
+            f"output_ids {list(output['output_ids'])[:8]}... disagree with the token ids of "
+            f"output_token_logprobs {token_ids[:8]}..."
+        )
+    if not 1 <= len(token_ids) <= max_new_tokens:
+        raise SGLangGenerationError(
+            f"SGLang returned {len(token_ids)} tokens; max_new_tokens={max_new_tokens}"
+        )
+
+    reason: FinishReason
+    if finish["type"] == "length":
+        reason = "length"
+    elif finish["type"] == "stop":
+        matched = finish.get("matched")
+        if not isinstance(matched, numbers.Integral) or isinstance(matched, bool):
+            raise SGLangGenerationError(
+                f"SGLang stopped on {matched!r}; only end-of-sequence token ids may stop a rollout"
+            )
+        if matched not in eos_token_ids:
+            raise SGLangGenerationError(
+                f"SGLang stopped on token {matched}, which is not one of the end-of-sequence ids "
+                f"{list(eos_token_ids)}"
+            )
+        if token_ids[-1] != matched:
+            raise SGLangGenerationError(
+                f"SGLang stopped on token {matched} but the last returned token is {token_ids[-1]}: "
+                "the stop token must be part of the response"
+            )
+        reason = "stop"
+    else:
+        raise SGLangGenerationError(f"unknown finish_reason type {finish['type']!r} in {finish!r}")
+    return GenerateOutput(token_ids, log_probs, reason)
+
+
+def bucket_named_tensors(
+    named_tensors: Iterable[tuple[str, torch.Tensor]], max_bytes: int
+) -> Iterator[list[tuple[str, torch.Tensor]]]:
+    """Group tensors, in order, into buckets of at most `max_bytes`; a bigger tensor gets its own.
+
+    Lazy: a bucket is yielded as soon as the next tensor would overflow it, so a caller that moves
+    one bucket at a time to the GPU never holds more than about `max_bytes` there.
+    """
+    if max_bytes < 1:
+        raise ValueError(f"max_bytes={max_bytes}; it must be >= 1")
+    bucket: list[tuple[str, torch.Tensor]] = []
+    size = 0
+    for name, tensor in named_tensors:
+        nbytes = tensor.numel() * tensor.element_size()
+        if bucket and size + nbytes > max_bytes:
+            yield bucket
+            bucket, size = [], 0
+        bucket.append((name, tensor))
+        size += nbytes
+    if bucket:
+        yield bucket
+
+
+def _launch_sglang(**server_args: Any) -> Any:
+    try:
+        import sglang
+    except ImportError as error:
+        raise ImportError(
+            "rollout.name=sglang needs SGLang, which is not installed: `pip install -e .[gpu]` on a CUDA "
+            "machine (docs/GPU.md lists the versions that go together)"
+        ) from error
+    return sglang.Engine(**server_args)
+
+
+class SGLangRolloutEngine(RolloutEngine):
+    """One SGLang engine (a scheduler process per tensor-parallel GPU) serving `generate` calls.
+
+    SGLang's tokenizer manager serves every request on the one event loop the engine was built on
+    (`event_loop`), and its synchronous calls (`update_weights`, release/resume) run that loop
+    themselves: drive generation with `engine.event_loop.run_until_complete(...)` and call the
+    synchronous methods only between such runs.
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        eos_token_ids: Sequence[int],
+        *,
+        tensor_parallel_size: int = 1,
+        mem_fraction_static: float = 0.5,
+        dtype: str = "bfloat16",
+        seed: int = 0,
+        max_num_seqs: int = 256,
+        enable_memory_saver: bool = True,
+        deterministic: bool = False,
+        update_bucket_bytes: int = 512 * 2**20,
+        **server_args: Any,
+    ):
+        problems = []
+        if tensor_parallel_size < 1:
+            problems.append(f"tensor_parallel_size={tensor_parallel_size} must be >= 1")
+        if not 0 < mem_fraction_static <= 1:
+            problems.append(f"mem_fraction_static={mem_fraction_static} must be in (0, 1]")
+        if dtype not in ENGINE_DTYPES:
+            problems.append(f"dtype={dtype!r} must be one of {ENGINE_DTYPES}")
+        if max_num_seqs < 1:
+            problems.append(f"max_num_seqs={max_num_seqs} must be >= 1")
+        if update_bucket_bytes < 1:
+            problems.append(f"update_bucket_bytes={update_bucket_bytes} must be >= 1")
+        if not eos_token_ids:
+            problems.append("eos_token_ids is empty: a rollout could never finish with 'stop'")
+        # read the way SGLang reads it
+        if os.environ.get("SGLANG_RETURN_ORIGINAL_LOGPROB", "").lower() in ("1", "true"):
+            problems.append(
+                "SGLANG_RETURN_ORIGINAL_LOGPROB is set: SGLang would report log-probs without the "
+                "temperature, but the actor compares against log_softmax(logits / temperature)"
+            )
+        if problems:
+            raise ValueError("SGLangRolloutEngine: " + "; ".join(problems))
+
+        config = transformers.AutoConfig.from_pretrained(model_path)
+        self.vocab_size = config.vocab_size
+        self.max_positions = server_args.get("context_length") or config.max_position_embeddings
+        self.eos_token_ids = list(eos_token_ids)
+        self.update_bucket_bytes = update_bucket_bytes
+        self.enable_memory_saver = enable_memory_saver
+        # Requests without a seed get one from here, so a deterministic engine never falls back to
+        # SGLang's shared default seed (which would give every such request the same tokens).
+        self._seed_generator = torch.Generator().manual_seed(seed)
+        self._released: set[str] = set()
+        self._weights_lost = False  # released and not pushed again since
+        self._in_flight = 0
+        self._engine = _launch_sglang(
+            model_path=model_path,
+            tp_size=tensor_parallel_size,
+            mem_fraction_static=mem_fraction_static,
+            dtype=dtype,
+            random_seed=seed,
+            max_running_requests=max_num_seqs,
+            skip_tokenizer_init=True,
+            enable_memory_saver=enable_memory_saver,
+            enable_deterministic_inference=deterministic,
+            **server_args,
+        )
+
+    @property
+    def event_loop(self) -> asyncio.AbstractEventLoop:
+        return self._engine.loop
+
+    async def generate(self, prompt_ids: list[int], sampling_params: SamplingParams) -> GenerateOutput:
+        _check_request(prompt_ids, sampling_params, self.vocab_size, self.max_positions)
+        if self._released or self._weights_lost:
+            raise RuntimeError(
+                f"generate called after release_memory (still released: {sorted(self._released)}); call "
+                "update_weights() and resume_memory() first"
+            )
+        if asyncio.get_running_loop() is not self._engine.loop:
+            raise RuntimeError(
+                "SGLangRolloutEngine.generate must run on engine.event_loop (SGLang serves all requests "
+                "on the loop it was built on)"
+            )
+        if sampling_params.seed is None:
+            seed = int(torch.randint(2**62, (), generator=self._seed_generator))
+            sampling_params = dataclasses.replace(sampling_params, seed=seed)
+        self._in_flight += 1
+        try:
+            output = await self._engine.async_generate(
+                input_ids=list(prompt_ids),
+                sampling_params=build_sampling_params(sampling_params, self.eos_token_ids),
+                return_logprob=True,
+            )
+        finally:
+            self._in_flight -= 1
+        return parse_output(output, self.eos_token_ids, sampling_params.max_new_tokens)
+
+    def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Push new weights bucket by bucket, each moved to this process's GPU first (SGLang's
+        scheduler maps CUDA tensors through IPC, without a trip through host memory).
+
+        Released weights are taken back first; the KV cache stays released until `resume_memory`,
+        which keeps it out of the update's peak memory."""
+        if self._in_flight:
+            raise RuntimeError(
+                f"update_weights called while {self._in_flight} requests are mid-generation; their KV "
+                "caches would mix old and new weights"
+            )
+        self._resume(["weights"])
+        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
+        previous = None
+        for bucket in bucket_named_tensors(named_tensors, self.update_bucket_bytes):
+            if previous is not None:
+                self._send_bucket(previous, device, flush_cache=False)
+            previous = bucket
+        if previous is not None:
+            # Flushing the prefix cache once, after the last bucket, drops every KV entry computed
+            # with the old weights.
+            self._send_bucket(previous, device, flush_cache=True)
+            self._weights_lost = False
+
+    def _send_bucket(
+        self, bucket: list[tuple[str, torch.Tensor]], device: torch.device | None, flush_cache: bool
+    ) -> None:
+        moved = [(name, tensor.detach().to(device) if device else tensor.detach()) for name, tensor in bucket]
+        result = self._engine.update_weights_from_tensor(named_tensors=moved, flush_cache=flush_cache)
+        # SGLang answers (success, message) from its scheduler
+        if isinstance(result, (tuple, list)) and len(result) >= 2 and not result[0]:
+            names = [name for name, _ in bucket]
+            raise RuntimeError(f"SGLang rejected the weight update of {names[:4]}...: {result[1]}")
+
+    def release_memory(self) -> None:
+        """Free the weights, KV cache and CUDA graphs while the actor trains. Released weights are
+        not kept: `update_weights` must run before the next `generate`."""
+        if not self.enable_memory_saver:
+            raise RuntimeError("release_memory needs the engine built with enable_memory_saver=True")
+        if self._in_flight:
+            raise RuntimeError(f"release_memory called while {self._in_flight} requests are mid-generation")
+        to_release = [t for t in MEMORY_TAGS if t not in self._released]
+        if to_release:
+            self._engine.release_memory_occupation(tags=to_release)
+            self._released.update(to_release)
+            self._weights_lost = True
+
+    def resume_memory(self) -> None:
+        """Take back whatever is still released (after `update_weights`: the KV cache and CUDA graphs)."""
+        self._resume(MEMORY_TAGS)
+
+    def _resume(self, tags: Sequence[str]) -> None:
+        to_resume = [t for t in tags if t in self._released]
+        if to_resume:
+            self._engine.resume_memory_occupation(tags=to_resume)
+            self._released.difference_update(to_resume)
+
+    def shutdown(self) -> None:
+        if self._engine is not None:
+            self._engine.shutdown()
+            self._engine = None
+
+    @classmethod
+    def from_config(cls, config: PolicyIterationConfig, eos_token_ids: Sequence[int]) -> SGLangRolloutEngine:
+        """The engine a `PolicyIterationConfig` asks for (rollout.name=sglang)."""
+        ref = config.actor_rollout_ref
+        rollout = ref.rollout
+        return cls(
+            ref.model.path,
+            eos_token_ids,
+            tensor_parallel_size=rollout.tensor_model_parallel_size,
+            mem_fraction_static=rollout.gpu_memory_utilization,
+            dtype=ref.actor.fsdp_config.param_dtype,
+            seed=config.trainer.seed,
+            max_num_seqs=rollout.max_num_seqs,
+            enable_memory_saver=rollout.free_cache_engine,
+        )
