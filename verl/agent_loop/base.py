@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from verl.utils.registry import registrar
 from verl.workers.rollout.base import FinishReason, RolloutEngine, SamplingParams
 
 if TYPE_CHECKING:
@@ -64,11 +65,4 @@ class AgentLoop(ABC):
 AGENT_LOOPS: dict[str, type[AgentLoop]] = {}
 
 
-def register_agent_loop(name: str):
-    def decorator(cls: type[AgentLoop]) -> type[AgentLoop]:
-        if name in AGENT_LOOPS:
-            raise ValueError(f"agent loop {name!r} is already registered by {AGENT_LOOPS[name].__name__}")
-        AGENT_LOOPS[name] = cls
-        return cls
-
-    return decorator
+register_agent_loop = registrar(AGENT_LOOPS, "agent loop")

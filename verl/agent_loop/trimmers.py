@@ -9,19 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from verl.utils.registry import registrar
+
 Trimmer = Callable[[list[int], int, int], list[int]]
 
 TRIMMERS: dict[str, Trimmer] = {}
 
 
-def register_trimmer(name: str) -> Callable[[Trimmer], Trimmer]:
-    def decorator(trimmer: Trimmer) -> Trimmer:
-        if name in TRIMMERS:
-            raise ValueError(f"trimmer {name!r} is already registered by {TRIMMERS[name].__name__}")
-        TRIMMERS[name] = trimmer
-        return trimmer
-
-    return decorator
+register_trimmer = registrar(TRIMMERS, "trimmer")
 
 
 @register_trimmer("progressive")

@@ -18,10 +18,11 @@ import asyncio
 import atexit
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
+
+from verl.utils.registry import registrar
 
 logger = logging.getLogger(__name__)
 
@@ -88,24 +89,8 @@ class ContextManager(ABC):
 ENVS: dict[str, type[Env]] = {}
 CONTEXT_MANAGERS: dict[str, type[ContextManager]] = {}
 
-T = TypeVar("T")
-
-
-def _registrar(registry: dict[str, type[T]], kind: str) -> Callable[[str], Callable[[type[T]], type[T]]]:
-    def register(name: str) -> Callable[[type[T]], type[T]]:
-        def decorator(cls: type[T]) -> type[T]:
-            if name in registry:
-                raise ValueError(f"{kind} {name!r} is already registered by {registry[name].__qualname__}")
-            registry[name] = cls
-            return cls
-
-        return decorator
-
-    return register
-
-
-register_env = _registrar(ENVS, "env")
-register_context_manager = _registrar(CONTEXT_MANAGERS, "context manager")
+register_env = registrar(ENVS, "env")
+register_context_manager = registrar(CONTEXT_MANAGERS, "context manager")
 
 
 def config_problem(config: Any, registry: dict[str, type], kind: str) -> str | None:

@@ -52,7 +52,7 @@ class DataConfig:
     max_prompt_length: int = 512  # tokens; Delethink: question + carry-over must fit
     max_response_length: int = 256  # tokens; LongCoT: the budget B; Delethink: the chunk size C
     train_batch_size: int = 8  # prompts per step (each repeated rollout.n times)
-    val_batch_size: int = -1  # -1: the whole validation set in one batch
+    val_batch_size: int = -1  # -1: the whole set in one batch; env_manager: only the first N prompts
     shuffle: bool = True
     seed: int = 1
     filter_overlong_prompts: bool = True  # False: an overlong prompt is an error naming its row

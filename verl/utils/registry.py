@@ -1,0 +1,24 @@
+"""Name -> class (or function) registries that user code extends with a decorator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def registrar(registry: dict[str, T], kind: str) -> Callable[[str], Callable[[T], T]]:
+    """`register = registrar(THINGS, "thing")`, then `@register("name")` adds a class or function to
+    THINGS; registering a taken name is an error, so two plugins cannot silently replace each other."""
+
+    def register(name: str) -> Callable[[T], T]:
+        def decorator(obj: T) -> T:
+            if name in registry:
+                raise ValueError(f"{kind} {name!r} is already registered by {registry[name].__qualname__}")
+            registry[name] = obj
+            return obj
+
+        return decorator
+
+    return register
