@@ -1,0 +1,274 @@
+"""The evaluation CLI (verl/trainer/main_eval.py, verl/eval/) on the tiny model: outputs, sweeps, probe,
+bad input, and the summary recomputed by hand from samples.jsonl."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from verl.eval.config import load_eval_config, resolve_model_dir
+from verl.eval.summary import summarise_run
+from verl.trainer.config_schema import CONFIG_DIR, ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_KEYS = {
+    "run", "mode", "thinking_budget", "max_chunks", "problem_index", "data_source", "problem",
+    "ground_truth", "extra_info", "sample_index", "seed", "chunks", "trace", "answer", "score",
+    "thinking_tokens", "num_chunks", "has_eos",
+}  # fmt: skip
+CHUNK_KEYS = {"prompt", "response", "prompt_tokens", "response_tokens", "finish_reason"}
+
+
+def base_overrides(assets, out_dir) -> list[str]:
+    return [
+        f"model_path={assets / 'model'}",
+        f"data_files=[{assets / 'data' / 'val.jsonl'}]",
+        f"output_dir={out_dir}",
+        "max_problems=3",
+        "num_threads=1",
+    ]
+
+
+def compose(overrides: list[str]):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return hydra_compose(config_name="eval", overrides=overrides)
+
+
+def run_eval(overrides: list[str]) -> dict:
+    from verl.eval.evaluate import evaluate
+
+    return evaluate(load_eval_config(compose(overrides)))
+
+
+def read_samples(out_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (out_dir / "samples.jsonl").read_text().splitlines()]
+
+
+def run_cli(*overrides: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_eval", *overrides],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------
+# summary metrics against hand-computed numbers
+
+
+def record(problem: int, sample: int, score: float, answer: str | None, source: str = "s", **kw) -> dict:
+    return {"problem_index": problem, "sample_index": sample, "score": score, "answer": answer,
+            "data_source": source, "thinking_tokens": kw.get("tokens", 10), "num_chunks": kw.get("chunks", 1),
+            "has_eos": kw.get("eos", True)}  # fmt: skip
+
+
+def test_summarise_run_against_hand_computed_values():
+    samples = [
+        # problem 0: 2 of 3 right; "5" wins the vote and is right
+        record(0, 0, 1.0, "5", tokens=10, chunks=1),
+        record(0, 1, 0.0, "3", tokens=20, chunks=2),
+        record(0, 2, 1.0, "5", tokens=30, chunks=3, eos=False),
+        # problem 1 (another source): 1 of 3 right; "2" and "7" tie, "2" came first and is wrong
+        record(1, 0, 0.0, None, "t", tokens=40),
+        record(1, 1, 0.0, "2", "t", tokens=50),
+        record(1, 2, 1.0, "7", "t", tokens=60),
+    ]
+    out = summarise_run(samples, ks=[1, 2], wall_time_s=2.0)
+    overall = out["metrics"]["all"]
+    # pass@2 = 1 - C(N-c, 2) / C(N, 2): problem 0: 1 - 0/3 = 1; problem 1: 1 - 1/3
+    assert overall["mean@3"] == pytest.approx((2 / 3 + 1 / 3) / 2)
+    assert overall["maj@3"] == pytest.approx((1.0 + 0.0) / 2)
+    assert overall["pass@1"] == pytest.approx(0.5)
+    assert overall["pass@2"] == pytest.approx((1.0 + 2 / 3) / 2)
+    assert overall["thinking_tokens_mean"] == pytest.approx(35.0)
+    assert overall["thinking_tokens_max"] == 60
+    assert overall["chunks_per_trace_mean"] == pytest.approx(9 / 6)
+    assert overall["has_eos_rate"] == pytest.approx(5 / 6)
+    assert out["metrics"]["s"]["mean@3"] == pytest.approx(2 / 3)
+    assert out["metrics"]["t"]["maj@3"] == 0.0
+    assert out["sampled_tokens"] == 210
+    assert out["tokens_per_s"] == pytest.approx(105.0)
+
+
+def test_resolve_model_dir_accepts_a_checkpoint_step_dir(tiny_assets, tmp_path):
+    hf = tmp_path / "global_step_3" / "actor" / "huggingface"
+    hf.mkdir(parents=True)
+    (hf / "config.json").write_text("{}")
+    assert resolve_model_dir(str(tmp_path / "global_step_3")) == hf
+    assert resolve_model_dir(str(hf)) == hf
+    assert resolve_model_dir(str(tiny_assets / "model")) == tiny_assets / "model"
+    assert resolve_model_dir(str(tmp_path)) is None
+
+
+# ------------------------------------------------------------------------------------------------
+# bad input: exit code 2, the key named, no model loaded
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("model_path=/no/such/model", "model_path"),
+        ("+sampling.temprature=0.5", "sampling.temprature"),
+        ("sampling.n=lots", "sampling.n"),
+        ("delethink.chunk_size=16", "delethink.chunk_size"),  # = keep_head 4 + keep_tail 12
+        ("pass_k=[1,4]", "pass_k[1]"),  # k > sampling.n = 1
+    ],
+)
+def test_bad_config_exits_2_naming_the_key_before_loading_a_model(tiny_assets, tmp_path, override, named):
+    overrides = base_overrides(tiny_assets, tmp_path / "out") + ["mode=delethink", override]
+    result = run_cli(*overrides)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "config error:" in result.stderr and named in result.stderr
+    assert "Loading weights" not in result.stderr + result.stdout
+    assert not (tmp_path / "out").exists()
+
+
+def test_config_error_in_process_names_every_problem(tiny_assets, tmp_path):
+    overrides = base_overrides(tiny_assets, tmp_path) + [
+        "mode=delethink",
+        "sampling.n=0",
+        "delethink.max_chunks=[]",
+    ]
+    with pytest.raises(ConfigError) as err:
+        load_eval_config(compose(overrides))
+    assert "sampling.n=0" in str(err.value) and "delethink.max_chunks=[]" in str(err.value)
+
+
+# ------------------------------------------------------------------------------------------------
+# end to end on the tiny model
+
+
+def test_delethink_sweep_writes_every_field_respects_chunks_and_recomputes_by_hand(tiny_assets, tmp_path):
+    out = tmp_path / "sweep"
+    chunk, head, tail = 8, 1, 2
+    summary = run_eval(
+        base_overrides(tiny_assets, out)
+        + ["mode=delethink", f"delethink.chunk_size={chunk}", f"delethink.keep_head={head}",
+           f"delethink.keep_tail={tail}", "delethink.max_chunks=[1,3]", "sampling.n=3", "pass_k=[1,2,3]"]
+    )  # fmt: skip
+    samples = read_samples(out)
+    assert len(samples) == 2 * 3 * 3  # runs x problems x samples
+    for s in samples:
+        assert set(s) == SAMPLE_KEYS
+        assert s["chunks"] and all(set(c) == CHUNK_KEYS for c in s["chunks"])
+    # one summary entry per budget, in the sweep's order, and the plot
+    runs = summary["runs"]
+    assert [r["max_chunks"] for r in runs] == [1, 3]
+    assert [r["thinking_budget"] for r in runs] == [chunk, chunk + 2 * (chunk - head - tail)]
+    assert (out / "accuracy_vs_budget.png").stat().st_size > 0
+    assert json.loads((out / "summary.json").read_text())["runs"][1]["label"] == "delethink_I3"
+
+    # chunk records follow the Delethink environment: budgets C then C - m, carry-over of at most m
+    question_len = {s["problem_index"]: s["chunks"][0]["prompt_tokens"] for s in samples}
+    for s in samples:
+        chunks, written = s["chunks"], 0
+        assert len(chunks) <= s["max_chunks"]
+        for i, c in enumerate(chunks):
+            assert c["response_tokens"] <= (chunk if i == 0 else chunk - head - tail)
+            if i > 0:
+                assert c["prompt_tokens"] == question_len[s["problem_index"]] + min(written, head + tail)
+                assert c["prompt"].startswith(s["problem"])
+            assert (c["finish_reason"] == "stop") == (i == len(chunks) - 1 and s["has_eos"])
+            written += c["response_tokens"]
+        assert s["thinking_tokens"] == written <= s["thinking_budget"]
+        assert s["num_chunks"] == len(chunks)
+
+    # the summary, recomputed by hand from samples.jsonl for the I=3 run
+    mine = [s for s in samples if s["run"] == "delethink_I3"]
+    per_problem = {}
+    for s in sorted(mine, key=lambda s: s["sample_index"]):
+        per_problem.setdefault(s["problem_index"], []).append(s)
+    mean, maj, pass2 = [], [], []
+    for group in per_problem.values():
+        scores = [s["score"] for s in group]
+        mean.append(sum(scores) / 3)
+        votes = Counter(s["answer"] for s in group if s["answer"] is not None)
+        if votes:
+            top = max(votes.values())
+            winner = next(s for s in group if s["answer"] is not None and votes[s["answer"]] == top)
+            maj.append(winner["score"])
+        else:
+            maj.append(0.0)
+        c = sum(x > 0 for x in scores)
+        pass2.append(1 - math.comb(3 - c, 2) / math.comb(3, 2))
+    metrics = runs[1]["metrics"]["all"]
+    assert metrics["mean@3"] == pytest.approx(sum(mean) / len(mean))
+    assert metrics["maj@3"] == pytest.approx(sum(maj) / len(maj))
+    assert metrics["pass@2"] == pytest.approx(sum(pass2) / len(pass2))
+    assert metrics["thinking_tokens_mean"] == pytest.approx(
+        sum(s["thinking_tokens"] for s in mine) / len(mine)
+    )
+    assert metrics["chunks_per_trace_mean"] == pytest.approx(sum(s["num_chunks"] for s in mine) / len(mine))
+    assert metrics["has_eos_rate"] == pytest.approx(sum(s["has_eos"] for s in mine) / len(mine))
+    assert runs[1]["sampled_tokens"] == sum(s["thinking_tokens"] for s in mine)
+
+
+def test_longcot_sweep_caps_thinking_at_each_budget(tiny_assets, tmp_path):
+    out = tmp_path / "longcot"
+    summary = run_eval(base_overrides(tiny_assets, out) + ["mode=longcot", "longcot.budgets=[4,12]"])
+    assert [r["thinking_budget"] for r in summary["runs"]] == [4, 12]
+    for s in read_samples(out):
+        assert s["mode"] == "longcot" and s["num_chunks"] == 1 and s["max_chunks"] is None
+        assert s["thinking_tokens"] <= s["thinking_budget"]
+    assert (out / "accuracy_vs_budget.png").is_file()
+
+
+def test_probe_cli_compares_both_modes_at_equal_total_budget(tiny_assets, tmp_path):
+    out = tmp_path / "probe"
+    result = run_cli(
+        *base_overrides(tiny_assets, out),
+        "mode=probe", "delethink.chunk_size=8", "delethink.keep_head=1", "delethink.keep_tail=2",
+        "delethink.max_chunks=[2]",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    budget = 8 + (8 - 3)  # C + (I - 1)(C - m)
+    assert [(r["mode"], r["thinking_budget"]) for r in summary["runs"]] == [
+        ("longcot", budget),
+        ("delethink", budget),
+    ]
+    (pair,) = summary["probe"]
+    assert pair["thinking_budget"] == budget
+    assert pair["longcot"] == summary["runs"][0]["metrics"]["all"]["mean@1"]
+    assert pair["delethink"] == summary["runs"][1]["metrics"]["all"]["mean@1"]
+    assert f"probe at thinking budget {budget}" in result.stdout
+    assert (out / "accuracy_vs_budget.png").is_file()
+
+
+def test_val_tasks_group_fills_tasks():
+    cfg = compose(["model_path=x", "val_tasks@tasks=[aime24,math500]"])
+    assert set(cfg.tasks) == {"aime24", "math500"}
+    assert cfg.tasks.aime24.data_source == "aime24"
+
+
+def test_task_problems_run_alongside_a_data_file(tiny_assets, tmp_path):
+    task_file = tmp_path / "sums.jsonl"
+    task_file.write_text(
+        "".join(json.dumps({"q": f"a{d} b1", "a": str((d + 1) % 10)}) + "\n" for d in range(4))
+    )
+    out = tmp_path / "tasks"
+    columns = {"path": task_file, "data_source": "synthetic/sums", "problem_key": "q", "answer_key": "a"}
+    task = [f"+tasks.sums.{k}={v}" for k, v in columns.items()] + ["+tasks.sums.prompt_template='{q}'"]
+    run_eval(base_overrides(tiny_assets, out) + task + ["longcot.budgets=[4]", "max_problems=2"])
+    samples = read_samples(out)
+    assert [s["data_source"] for s in samples] == ["synthetic/running_sum"] * 2 + ["synthetic/sums"] * 2
+    assert [s["ground_truth"] for s in samples[2:]] == ["1", "2"]  # (d + 1) % 10 for d = 0, 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["runs"][0]["metrics"]) == {"all", "synthetic/running_sum", "synthetic/sums"}
+
+
+def test_a_budget_past_the_models_positions_is_a_config_error_before_weights_load(tiny_assets, tmp_path):
+    # the tiny model has max_position_embeddings=1024
+    with pytest.raises(
+        ConfigError, match=r"longcot.budgets: .* exceeds the model's max_position_embeddings=1024"
+    ):
+        run_eval(base_overrides(tiny_assets, tmp_path / "out") + ["longcot.budgets=[8,1020]"])
+    assert not (tmp_path / "out").exists()

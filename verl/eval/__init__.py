@@ -1,0 +1,1 @@
+"""Evaluation of checkpoints in the LongCoT and Delethink environments (`verl.trainer.main_eval`)."""

@@ -1,0 +1,285 @@
+"""Evaluate one checkpoint in the LongCoT or Delethink environment, at one or many thinking budgets.
+
+Generation goes through the training code itself: the HF rollout engine and the same agent loops
+(`single_turn`, `delethink`), so Delethink inference here is exactly the environment RL trained in.
+Every trace is scored on all its chunks decoded together (the Delethink reward manager's rule; for
+LongCoT that is its single response). Sample j of problem p has the same seed in every run, so runs
+at different budgets and in different modes are paired: a Delethink run's first chunk samples the
+same tokens as LongCoT's first C tokens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+from transformers import AutoConfig, AutoTokenizer
+
+from verl.agent_loop.base import AGENT_LOOPS, AgentLoop, Trajectory
+from verl.agent_loop.manager import run_agent_loops
+from verl.data.rl_dataset import PromptItem, load_prompts
+from verl.eval.config import EvalConfig, resolve_model_dir
+from verl.eval.summary import ALL_SOURCES, summarise_run
+from verl.trainer.config_schema import ConfigError
+from verl.trainer.ppo.ray_trainer import derive_seed
+from verl.utils.fs import atomic_write_jsonl, atomic_write_text
+from verl.utils.reward_score import load_reward_function
+from verl.utils.reward_score.boxed import extract_final_answer
+from verl.workers.reward_manager import DelethinkRewardManager, RewardResult
+from verl.workers.rollout.base import RolloutEngine, SamplingParams
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    """One pass over the problems: an environment and its thinking budget."""
+
+    mode: str  # longcot | delethink
+    thinking_budget: int  # most thinking tokens a trace can hold
+    max_chunks: int | None = None  # Delethink's I
+
+    @property
+    def label(self) -> str:
+        return (
+            f"delethink_I{self.max_chunks}"
+            if self.mode == "delethink"
+            else f"longcot_B{self.thinking_budget}"
+        )
+
+
+def planned_runs(config: EvalConfig) -> list[EvalRun]:
+    d = config.delethink
+    delethink = [EvalRun("delethink", d.thinking_budget(i), i) for i in d.max_chunks]
+    if config.mode == "delethink":
+        return delethink
+    if config.mode == "longcot":
+        return [EvalRun("longcot", b) for b in config.longcot.budgets]
+    # probe: LongCoT at each Delethink run's total budget C + (I-1)(C-m)
+    return [r for dt in delethink for r in (EvalRun("longcot", dt.thinking_budget), dt)]
+
+
+def first_turn_budget(run: EvalRun, config: EvalConfig) -> int:
+    return config.delethink.chunk_size if run.mode == "delethink" else run.thinking_budget
+
+
+def load_items(config: EvalConfig, tokenizer) -> list[PromptItem]:
+    """Every data file and task, each cut to its first max_problems problems."""
+    limit = config.max_question_tokens
+    groups = [load_prompts([path], tokenizer, config.prompt_key, limit, True) for path in config.data_files]
+    if config.tasks:
+        from verl.data.tasks import load_task
+
+        groups += [load_task(name, task, tokenizer, limit) for name, task in config.tasks.items()]
+    if config.max_problems > 0:
+        groups = [g[: config.max_problems] for g in groups]
+    return [item for g in groups for item in g]
+
+
+def check_fits_context(config: EvalConfig, items: list[PromptItem], max_positions: int) -> None:
+    """Fail before loading weights if the longest request cannot fit the model's positions. A Delethink
+    chunk never holds more than question + C tokens (a later chunk: question + m carried + C - m new)."""
+    longest_prompt = max(len(it.prompt_ids) for it in items)
+    budget = max(first_turn_budget(run, config) for run in planned_runs(config))
+    if longest_prompt + budget > max_positions:
+        key = {
+            "longcot": "longcot.budgets",
+            "delethink": "delethink.chunk_size",
+            "probe": "delethink.max_chunks",
+        }
+        raise ConfigError(
+            f"{key[config.mode]}: the longest prompt ({longest_prompt} tokens) plus {budget} new tokens "
+            f"exceeds the model's max_position_embeddings={max_positions}"
+        )
+
+
+def build_loop(run: EvalRun, config: EvalConfig, engine: RolloutEngine) -> AgentLoop:
+    import verl.agent_loop  # noqa: F401  (registers the built-in loops)
+
+    if run.mode == "longcot":
+        return AGENT_LOOPS["single_turn"](engine)
+    d = config.delethink
+    return AGENT_LOOPS["delethink"](
+        engine,
+        keep_head=d.keep_head,
+        keep_tail=d.keep_tail,
+        intermediate_max_new_tokens=d.intermediate_max_new_tokens,
+        max_chunks=run.max_chunks,
+        trimmer_name=d.trimmer_name,
+    )
+
+
+def sample_seed(config: EvalConfig, problem: int, sample: int) -> int:
+    return derive_seed(config.sampling.seed, problem, sample)
+
+
+def generate(
+    run: EvalRun, config: EvalConfig, engine: RolloutEngine, repeated: list[PromptItem]
+) -> list[Trajectory]:
+    """One trajectory per entry of `repeated`: each problem n times in a row (entry i is sample
+    i % n of problem i // n)."""
+    s, n = config.sampling, config.sampling.n
+    budget = first_turn_budget(run, config)
+    params = [
+        SamplingParams(budget, s.temperature, s.top_p, s.top_k, seed=sample_seed(config, *divmod(i, n)))
+        for i in range(len(repeated))
+    ]
+    return asyncio.run(run_agent_loops(build_loop(run, config, engine), repeated, params))
+
+
+def sample_records(
+    run: EvalRun,
+    config: EvalConfig,
+    items: list[PromptItem],
+    trajectories: list[Trajectory],
+    results: list[RewardResult],
+    tokenizer,
+) -> list[dict[str, Any]]:
+    n = config.sampling.n
+    records = []
+    for i, (traj, result) in enumerate(zip(trajectories, results, strict=True)):
+        p, j = divmod(i, n)
+        item = items[p]
+        records.append(
+            {
+                "run": run.label,
+                "mode": run.mode,
+                "thinking_budget": run.thinking_budget,
+                "max_chunks": run.max_chunks,
+                "problem_index": p,
+                "data_source": item.data_source,
+                "problem": tokenizer.decode(item.prompt_ids),
+                "ground_truth": item.ground_truth,
+                "extra_info": item.extra_info,
+                "sample_index": j,
+                "seed": sample_seed(config, p, j),
+                "chunks": [
+                    {
+                        "prompt": tokenizer.decode(turn.prompt_ids),
+                        "response": tokenizer.decode(turn.response_ids),
+                        "prompt_tokens": len(turn.prompt_ids),
+                        "response_tokens": len(turn.response_ids),
+                        "finish_reason": turn.finish_reason,
+                    }
+                    for turn in traj.turns
+                ],
+                "trace": result.solution_str,  # what was scored: every chunk's response ids decoded as one
+                "answer": extract_final_answer(result.solution_str),
+                "score": result.score,
+                "thinking_tokens": traj.trace_length,
+                "num_chunks": traj.num_turns,
+                "has_eos": traj.has_eos,
+            }
+        )
+    return records
+
+
+def run_summary(
+    run: EvalRun, config: EvalConfig, records: list[dict[str, Any]], wall: float
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"label": run.label, "mode": run.mode, "thinking_budget": run.thinking_budget}
+    if run.mode == "delethink":
+        d = config.delethink
+        out.update(
+            max_chunks=run.max_chunks, chunk_size=d.chunk_size, keep_head=d.keep_head, keep_tail=d.keep_tail
+        )
+    return {**out, **summarise_run(records, config.pass_k, wall)}
+
+
+def probe_pairs(runs: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
+    """LongCoT and Delethink accuracy side by side at each equal total budget (probe mode)."""
+    by_budget: dict[int, dict[str, float]] = {}
+    for r in runs:
+        by_budget.setdefault(r["thinking_budget"], {})[r["mode"]] = r["metrics"][ALL_SOURCES][metric]
+    return [
+        {"thinking_budget": b, "metric": metric, "longcot": m["longcot"], "delethink": m["delethink"]}
+        for b, m in sorted(by_budget.items())
+    ]
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN is not JSON; write null instead."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def evaluate(config: EvalConfig) -> dict[str, Any]:
+    """Run every planned run; write samples.jsonl, summary.json and, for several runs, a PNG."""
+    from verl.workers.fsdp_workers import eos_token_ids, load_causal_lm
+    from verl.workers.rollout.hf_engine import HFRolloutEngine
+
+    model_dir = resolve_model_dir(config.model_path)
+    if model_dir is None:  # load_eval_config checked it; the directory may have gone since
+        raise ConfigError(f"model_path={config.model_path!r}: no HF model in it")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    items = load_items(config, tokenizer)
+    check_fits_context(config, items, AutoConfig.from_pretrained(model_dir).max_position_embeddings)
+    compute_score = load_reward_function(config.reward.path, config.reward.name)
+    scorer = DelethinkRewardManager(tokenizer, compute_score)
+
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    model = load_causal_lm(str(model_dir))
+    engine = HFRolloutEngine(
+        model,
+        eos_token_ids(model, tokenizer),
+        tokenizer.pad_token_id,
+        config.max_num_seqs,
+        config.sampling.seed,
+    )
+
+    runs = planned_runs(config)
+    repeated = [item for item in items for _ in range(config.sampling.n)]
+    all_records, summaries = [], []
+    metric = f"mean@{config.sampling.n}"
+    for run in tqdm(runs, desc="budgets", unit="run"):
+        start = time.perf_counter()
+        trajectories = generate(run, config, engine, repeated)
+        wall = time.perf_counter() - start
+        results = scorer(
+            trajectories,
+            [it.data_source for it in repeated],
+            [it.ground_truth for it in repeated],
+            [it.extra_info for it in repeated],
+        )
+        records = sample_records(run, config, items, trajectories, results, tokenizer)
+        summaries.append(run_summary(run, config, records, wall))
+        all_records += records
+        m = summaries[-1]["metrics"][ALL_SOURCES]
+        tqdm.write(
+            f"{run.label}: {metric}={m[metric]:.3f} thinking={m['thinking_tokens_mean']:.1f} "
+            f"chunks={m['chunks_per_trace_mean']:.2f} eos={m['has_eos_rate']:.2f} ({wall:.1f} s)"
+        )
+
+    out_dir = Path(config.output_dir)
+    summary: dict[str, Any] = {
+        "model_dir": str(model_dir),
+        "config": dataclasses.asdict(config),
+        "runs": summaries,
+    }
+    if config.mode == "probe":
+        summary["probe"] = probe_pairs(summaries, metric)
+        for pair in summary["probe"]:
+            print(
+                f"probe at thinking budget {pair['thinking_budget']}: {metric} longcot={pair['longcot']:.3f} "
+                f"delethink={pair['delethink']:.3f}"
+            )
+    if len(summaries) > 1:
+        from verl.eval.plot import plot_accuracy_vs_budget
+
+        summary["plot"] = str(out_dir / "accuracy_vs_budget.png")
+        plot_accuracy_vs_budget(summaries, metric, summary["plot"])
+    atomic_write_jsonl(out_dir / "samples.jsonl", all_records)
+    atomic_write_text(out_dir / "summary.json", json.dumps(_json_safe(summary), indent=2) + "\n")
+    return summary
