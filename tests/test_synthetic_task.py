@@ -42,10 +42,41 @@ def test_thinking_length_grows_linearly():
         assert len(tokenizer.encode(p.question, add_special_tokens=False)) == 3 * n - 1
 
 
-@pytest.mark.parametrize("num_terms", [0, 27])
-def test_make_problem_rejects_sizes_without_labels(num_terms):
-    with pytest.raises(ValueError, match=f"1 to 26 terms .*got {num_terms}"):
-        synthetic.make_problem(random.Random(0), num_terms)
+def test_labels_cycle_through_the_alphabet():
+    p = synthetic.solve([3, 5, 2, 7, 1], labels="abc")
+    assert p.question == "a3 b5 c2 a7 b1"
+    assert p.thinking == "a3=3 b5=8 c2=0 a7=7 b1=8"
+    assert p.answer == "8"
+    assert p.response == "a3=3 b5=8 c2=0 a7=7 b1=8</think>\\boxed{8}"
+    assert p.num_terms == 5
+    # scoring reads only the answer after the thinking, so repeated labels change nothing there
+    assert synthetic.compute_score(p.response, p.answer) == 1.0
+    assert synthetic.compute_score("a3=3 b5=8 c2=0 a7=7 b1=8</think>\\boxed{7}", p.answer) == 0.0
+
+    # the default alphabet: the 27th term is labelled `a` again, the 28th `b`
+    p = synthetic.solve([1] * 28)
+    assert p.question.split()[25:] == ["z1", "a1", "b1"]
+    assert p.thinking.split()[25:] == ["z1=6", "a1=7", "b1=8"]
+    assert p.answer == "8"
+
+
+def test_cycled_labels_keep_five_tokens_per_step():
+    tokenizer = build_tokenizer()
+    p = synthetic.make_problem(random.Random(2), 40, labels="abcdefghijkl")
+    assert [term[0] for term in p.question.split()] == list("abcdefghijkl" * 4)[:40]
+    assert len(tokenizer.encode(p.thinking, add_special_tokens=False)) == 5 * 40 - 1
+    assert len(tokenizer.encode(p.question, add_special_tokens=False)) == 3 * 40 - 1
+
+
+def test_make_problem_rejects_zero_terms():
+    with pytest.raises(ValueError, match="at least 1 term, got 0"):
+        synthetic.make_problem(random.Random(0), 0)
+
+
+@pytest.mark.parametrize("labels", ["", "aba", "a1", "a ", "é"])
+def test_solve_rejects_bad_alphabets(labels):
+    with pytest.raises(ValueError, match="distinct ASCII letters"):
+        synthetic.solve([1, 2], labels=labels)
 
 
 def test_solve_rejects_non_digits():
@@ -123,6 +154,6 @@ def test_cli_writes_both_splits(tmp_path, capsys):
     assert len(read_jsonl(tmp_path / "train.jsonl")) == 7
     assert len(read_jsonl(tmp_path / "val.jsonl")) == 3
     with pytest.raises(SystemExit) as exit_info:
-        synthetic.main(["--out", str(tmp_path), "--min-terms", "30", "--max-terms", "30"])
+        synthetic.main(["--out", str(tmp_path), "--min-terms", "0", "--max-terms", "3"])
     assert exit_info.value.code == 2
-    assert "max_terms <= 26" in capsys.readouterr().err
+    assert "need 1 <= min_terms <= max_terms, got 0, 3" in capsys.readouterr().err

@@ -1,14 +1,16 @@
-"""The recipe's evaluation set: running-sum problems from the training sizes up to the longest possible.
+"""The recipe's evaluation set: running-sum problems from the training sizes to well past B.
 
 Three data sources, so summary.json reports each on its own:
   synthetic/running_sum/train_sizes   4..12 terms, the sizes RL trained on
-  synthetic/running_sum/longer        13..22 terms: more thinking than any training problem, within B
-  synthetic/running_sum/beyond_B      23..26 terms: the reference output needs 124..139 tokens, at or
-                                      past B = 128 (24 terms and more exceed it)
+  synthetic/running_sum/longer        13..23 terms: more thinking than any training problem, but the
+                                      reference output (74..124 tokens) fits in B = 128
+  synthetic/running_sum/beyond_B      24..40 terms: the reference output needs 129..209 tokens, past B
 The reference output for n terms is 5n + 9 tokens of the tiny byte-level tokenizer: 5n - 1 of
-thinking, one `</think>` token and nine for `\\boxed{d}`.
-26 terms is the task's limit (one label letter each). Questions that occur in the training file are
-skipped, so no evaluation problem was trained on.
+thinking, one `</think>` token and nine for `\\boxed{d}`; the prompt is 3n + 2 tokens.
+Labels cycle through a..l, the twelve letters the SFT data and RL showed the model (they never went
+past 12 terms), so term 13 is labelled `a` again: a longer problem asks for more steps of the same
+kind, not for symbols the model has never seen. Up to 12 terms this is the training task exactly.
+Questions that occur in the training file are skipped, so no evaluation problem was trained on.
 
     python recipes/tiny_markovian/make_eval_data.py --out outputs/tiny_markovian/eval.jsonl
 """
@@ -22,7 +24,8 @@ from verl.data.rl_dataset import read_rows
 from verl.data.synthetic import DATA_SOURCE, make_problem
 from verl.utils.fs import atomic_write_jsonl
 
-GROUPS = (("train_sizes", 4, 12), ("longer", 13, 22), ("beyond_B", 23, 26))
+GROUPS = (("train_sizes", 4, 12), ("longer", 13, 23), ("beyond_B", 24, 40))
+SEEN_LABELS = "abcdefghijkl"  # the labels of the 1..12-term SFT and RL problems
 
 
 def main() -> None:
@@ -39,9 +42,9 @@ def main() -> None:
     for group, low, high in GROUPS:
         for n in range(low, high + 1):
             for _ in range(args.per_size):
-                problem = make_problem(rng, n)
+                problem = make_problem(rng, n, SEEN_LABELS)
                 while problem.question in seen:
-                    problem = make_problem(rng, n)
+                    problem = make_problem(rng, n, SEEN_LABELS)
                 seen.add(problem.question)
                 rows.append(
                     {

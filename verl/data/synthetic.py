@@ -7,6 +7,8 @@
 Thinking grows linearly with the number of terms (5 characters, so 5 tokens of the tiny byte-level
 tokenizer, per term), and the whole running state sits in the last step. Each step restates its label
 and digit, so a reader who sees only the tail of the thinking (Delethink's carry-over) knows where it is.
+Labels cycle through an alphabet (a..z by default), so a problem may have more terms than letters:
+with the alphabet `abc`, four terms are labelled `a b c a`. Only the final \boxed{} answer is scored.
 
     python -m verl.data.synthetic --out DIR --train-size 2000 --val-size 64 \\
         --min-terms 4 --max-terms 12 --seed 0
@@ -24,7 +26,7 @@ from verl.utils.fs import atomic_write_jsonl
 from verl.utils.reward_score.boxed import THINK_END, extract_final_answer
 
 DATA_SOURCE = "synthetic/running_sum"
-LABELS = string.ascii_lowercase  # one label per term, so at most 26 terms
+LABELS = string.ascii_lowercase  # the default label alphabet; term i is labelled LABELS[i % 26]
 
 
 @dataclass(frozen=True)
@@ -43,22 +45,31 @@ class Problem:
         return f"{self.thinking}{THINK_END}\\boxed{{{self.answer}}}"
 
 
-def solve(digits: list[int]) -> Problem:
-    """The problem over these digits, with its reference thinking and answer."""
-    if not 1 <= len(digits) <= len(LABELS):
-        raise ValueError(f"a problem has 1 to {len(LABELS)} terms (one label letter each), got {len(digits)}")
+def check_labels(labels: str) -> None:
+    # a label must be one token that cannot be confused with a digit, the separators or another label
+    if not labels or not all(c.isascii() and c.isalpha() for c in labels) or len(set(labels)) < len(labels):
+        raise ValueError(f"labels must be distinct ASCII letters, at least one, got {labels!r}")
+
+
+def solve(digits: list[int], labels: str = LABELS) -> Problem:
+    """The problem over these digits, with its reference thinking and answer; term i is labelled
+    labels[i % len(labels)], so the labels repeat once the problem is longer than the alphabet."""
+    check_labels(labels)
+    if not digits:
+        raise ValueError("a problem has at least 1 term, got 0")
     if not all(d in range(10) for d in digits):
         raise ValueError(f"terms must be digits 0..9, got {digits}")
     terms, steps, total = [], [], 0
-    for label, digit in zip(LABELS, digits, strict=False):
+    for i, digit in enumerate(digits):
+        label = labels[i % len(labels)]
         total = (total + digit) % 10
         terms.append(f"{label}{digit}")
         steps.append(f"{label}{digit}={total}")
     return Problem(question=" ".join(terms), answer=str(total), thinking=" ".join(steps))
 
 
-def make_problem(rng: random.Random, num_terms: int) -> Problem:
-    return solve([rng.randrange(10) for _ in range(num_terms)])
+def make_problem(rng: random.Random, num_terms: int, labels: str = LABELS) -> Problem:
+    return solve([rng.randrange(10) for _ in range(num_terms)], labels)
 
 
 def compute_score(solution_str: str, ground_truth: str) -> float:
@@ -85,8 +96,8 @@ def write_dataset(
     out_dir: str | Path, train_size: int, val_size: int, min_terms: int, max_terms: int, seed: int
 ) -> None:
     """Write DIR/train.jsonl and DIR/val.jsonl; no validation question appears in the training set."""
-    if not 1 <= min_terms <= max_terms <= len(LABELS):
-        raise ValueError(f"need 1 <= min_terms <= max_terms <= {len(LABELS)}, got {min_terms}, {max_terms}")
+    if not 1 <= min_terms <= max_terms:
+        raise ValueError(f"need 1 <= min_terms <= max_terms, got {min_terms}, {max_terms}")
     distinct_questions = sum(10**n for n in range(min_terms, max_terms + 1))
     if val_size >= distinct_questions:
         raise ValueError(
