@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
 from verl.agent_loop.base import AgentLoop, Trajectory, Turn, register_agent_loop
 from verl.agent_loop.trimmers import get_trimmer
 from verl.data.rl_dataset import PromptItem
+from verl.utils.seeding import derive_seed
 from verl.workers.rollout.base import RolloutEngine, SamplingParams
 
 
@@ -23,7 +22,7 @@ def chunk_seed(seed: int | None, chunk_index: int) -> int | None:
     get independent seeds derived from it."""
     if seed is None or chunk_index == 0:
         return seed
-    return int(np.random.SeedSequence([seed, chunk_index]).generate_state(1, dtype=np.uint64)[0] >> 1)
+    return derive_seed(seed, chunk_index)
 
 
 @register_agent_loop("delethink")

@@ -23,18 +23,13 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from verl.env_manager.engine import RemoteEngine
 from verl.env_manager.scheduler import trajectory_id
+from verl.utils.seeding import derive_seed
 from verl.workers.rollout.base import SamplingParams
 
 TRAIN, VAL = "train", "val"
 VAL_SEED_STREAM = 7919  # validation sampling seeds come from their own stream
-
-
-def sampling_seed(*entropy: int) -> int:
-    return int(np.random.SeedSequence(list(entropy)).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
 def member_seed(mode: str, base_seed: int, episode_seed: int, item_index: int, member: int) -> int:
@@ -44,8 +39,8 @@ def member_seed(mode: str, base_seed: int, episode_seed: int, item_index: int, m
     row lands in depends on which worker asked first, but the row's samples must not.
     """
     if mode == TRAIN:
-        return sampling_seed(episode_seed, member)
-    return sampling_seed(VAL_SEED_STREAM, base_seed, item_index, member)
+        return derive_seed(episode_seed, member)
+    return derive_seed(VAL_SEED_STREAM, base_seed, item_index, member)
 
 
 class EnvManager:

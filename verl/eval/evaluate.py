@@ -29,10 +29,10 @@ from verl.data.rl_dataset import PromptItem, load_prompts
 from verl.eval.config import EvalConfig, resolve_model_dir
 from verl.eval.summary import ALL_SOURCES, summarise_run
 from verl.trainer.config_schema import ConfigError
-from verl.trainer.ppo.ray_trainer import derive_seed
 from verl.utils.fs import atomic_write_jsonl, atomic_write_text
 from verl.utils.reward_score import load_reward_function
 from verl.utils.reward_score.boxed import extract_final_answer
+from verl.utils.seeding import derive_seed
 from verl.workers.reward_manager import DelethinkRewardManager, RewardResult
 from verl.workers.rollout.base import RolloutEngine, SamplingParams
 

@@ -1,4 +1,4 @@
-"""One call to seed every random number generator the driver uses."""
+"""Seeds: derived per sample from a run's seed, and one call to seed every generator the driver uses."""
 
 from __future__ import annotations
 
@@ -6,6 +6,12 @@ import random
 
 import numpy as np
 import torch
+
+
+def derive_seed(*entropy: int) -> int:
+    """A 63-bit seed that is a pure function of the given integers (step, sample index, ...), with
+    unrelated streams for different inputs."""
+    return int(np.random.SeedSequence(list(entropy)).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
 def seed_everything(seed: int) -> None:

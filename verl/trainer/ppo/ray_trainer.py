@@ -32,15 +32,12 @@ from verl.trainer.ppo.metric_utils import problem_metrics
 from verl.utils import checkpoint
 from verl.utils.fs import atomic_write_jsonl, atomic_write_text
 from verl.utils.reward_score.boxed import extract_final_answer
+from verl.utils.seeding import derive_seed
 from verl.utils.tracking import Tracking
 from verl.workers.rollout.base import SamplingParams
 from verl.workers.worker_group import ActorRolloutWorkerGroup
 
 VALIDATION_SEED_STREAM = 7919  # validation samples draw from their own seed stream, fixed across steps
-
-
-def derive_seed(*entropy: int) -> int:
-    return int(np.random.SeedSequence(list(entropy)).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
 def _stats(prefix: str, values: Sequence[float]) -> dict[str, float]:
