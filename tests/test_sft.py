@@ -1,8 +1,11 @@
-"""SFT warm start: batching, the lr schedule, a few real steps, early stopping, and the CLI."""
+"""SFT warm start: batching, the lr schedule, a few real steps, early stopping, continuation examples
+(checked token for token against the real Delethink agent loop), and the CLI."""
 
+import asyncio
 import json
 import math
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +15,13 @@ import torch
 from hydra import compose, initialize_config_dir
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from verl.agent_loop.delethink import DelethinkAgentLoop
+from verl.data.rl_dataset import PromptItem, encode_prompt
 from verl.data.synthetic import solve
 from verl.models.tiny import build_model, build_tokenizer, save_tiny
 from verl.trainer import main_sft
 from verl.trainer.config_schema import ConfigError
+from verl.workers.rollout.base import GenerateOutput, RolloutEngine, SamplingParams
 
 CONFIG_DIR = Path(main_sft.__file__).parent / "config"
 
@@ -63,6 +69,87 @@ def test_training_problems_follow_the_task_config():
     problems = [main_sft.draw_training_problem(rng, task) for _ in range(50)]
     assert {p.num_terms for p in problems} == {2, 3}
     assert all(p.answer == "0" and set(p.question) <= set("abc0 ") for p in problems)
+
+
+def test_delethink_cuts_fall_after_c_then_every_c_minus_m_and_never_at_the_end():
+    # C = 32, m = 16: cuts after 32, 48, 64, ... tokens; a 64-token response ends (eos) inside chunk 3
+    assert main_sft.delethink_cuts(64, 32, 16) == [32, 48]
+    assert main_sft.delethink_cuts(65, 32, 16) == [32, 48, 64]
+    assert main_sft.delethink_cuts(32, 32, 16) == []  # chunk 1 holds it all, eos included
+
+
+def test_continuation_example_is_prompt_plus_head_and_tail_then_the_rest():
+    target = list(range(100, 140))
+    prompt, rest = main_sft.continuation_example([1, 2], target, cut=32, keep_head=4, keep_tail=12)
+    assert prompt == [1, 2, 100, 101, 102, 103, *range(120, 132)]
+    assert rest == list(range(132, 140))
+
+
+class ReplayEngine(RolloutEngine):
+    """Writes a fixed reference response, `max_new_tokens` at a time, and records every prompt it gets."""
+
+    def __init__(self, response: list[int], eos_id: int) -> None:
+        self.response, self.eos_id = response, eos_id
+        self.position = 0
+        self.prompts: list[list[int]] = []
+
+    async def generate(self, prompt_ids: list[int], sampling_params: SamplingParams) -> GenerateOutput:
+        self.prompts.append(list(prompt_ids))
+        out = self.response[self.position : self.position + sampling_params.max_new_tokens]
+        self.position += len(out)
+        return GenerateOutput(out, [0.0] * len(out), "stop" if out[-1] == self.eos_id else "length")
+
+    def update_weights(self, named_tensors) -> None:
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize("num_terms", [7, 12, 30])
+def test_continuation_prompts_are_the_prompts_the_delethink_loop_sends(tokenizer, num_terms):
+    problem = solve([(3 * i + 1) % 10 for i in range(num_terms)], labels="abcdef")
+    prompt, target = main_sft.encode_example(tokenizer, problem)
+    chunk, head, tail = 32, 4, 12
+    engine = ReplayEngine(target, tokenizer.eos_token_id)
+    loop = DelethinkAgentLoop(
+        engine, keep_head=head, keep_tail=tail, intermediate_max_new_tokens=chunk - head - tail, max_chunks=50
+    )
+    # the loop gets its prompt the way RL does (rl_dataset), not from main_sft
+    item = PromptItem(encode_prompt(tokenizer, problem.question), "synthetic", problem.answer)
+    trajectory = asyncio.run(loop.run(item, SamplingParams(max_new_tokens=chunk, seed=0)))
+    assert [t for turn in trajectory.turns for t in turn.response_ids] == target  # the whole trace replayed
+
+    cuts = main_sft.delethink_cuts(len(target), chunk, chunk - head - tail)
+    assert len(cuts) == len(engine.prompts) - 1 >= 1
+    assert engine.prompts[0] == prompt
+    for cut, sent in zip(cuts, engine.prompts[1:], strict=True):
+        example_prompt, rest = main_sft.continuation_example(prompt, target, cut, head, tail)
+        assert example_prompt == sent
+        assert rest == target[cut:]
+
+
+def test_continuation_option_off_draws_the_same_examples_as_before(tokenizer):
+    task = main_sft.TaskConfig(min_terms=1, max_terms=12, zero_prob=0.3)
+    rng_new, rng_old = random.Random(5), random.Random(5)
+    for _ in range(40):
+        # the stream before the option existed: draw a problem (a..z labels) and encode it whole
+        num_terms = rng_old.randint(1, 12)
+        digits = [0 if rng_old.random() < 0.3 else rng_old.randrange(10) for _ in range(num_terms)]
+        expected = main_sft.encode_example(tokenizer, solve(digits))
+        assert main_sft.draw_training_example(rng_new, tokenizer, task) == expected
+
+
+def test_continuation_option_on_mixes_in_resumed_traces(tokenizer):
+    cont = main_sft.ContinuationConfig(prob=0.5, chunk_tokens=32, keep_head=4, keep_tail=12)
+    task = main_sft.TaskConfig(min_terms=8, max_terms=12, zero_prob=0.0, labels="abcdef", continuation=cont)
+    rng = random.Random(0)
+    examples = [main_sft.draw_training_example(rng, tokenizer, task) for _ in range(200)]
+    think = tokenizer.convert_tokens_to_ids("<think>")
+    resumed = [(p, t) for p, t in examples if p[-1] != think]
+    assert 70 <= len(resumed) <= 130  # about half (8+ terms: every trace is cut at least once)
+    for p, t in resumed:
+        assert len(p) - (p.index(think) + 1) == 16  # a carry-over of keep_head + keep_tail tokens
+        assert t[-1] == tokenizer.eos_token_id
+    labels = {label for p, t in examples for label in re.findall(r"([a-z])[0-9]", tokenizer.decode(p + t))}
+    assert labels == set("abcdef")
 
 
 def test_lr_factor_warmup_then_cosine():
@@ -156,6 +243,15 @@ def test_config_errors_name_the_key_and_value(tmp_path):
         main_sft.load_sft_config(compose_sft(model, "train.steps=0", "task.max_terms=30"))
     assert "train.steps=0: must be >= 1" in str(error.value)
     assert "task.min_terms=1, task.max_terms=30" in str(error.value)
+
+    with pytest.raises(ConfigError, match="task.labels='aa'"):
+        main_sft.load_sft_config(compose_sft(model, "task.labels=aa"))
+    with pytest.raises(ConfigError) as error:
+        main_sft.load_sft_config(
+            compose_sft(model, "task.continuation.prob=2", "task.continuation.keep_tail=30")
+        )
+    assert "task.continuation.prob=2.0: must be in [0, 1]" in str(error.value)
+    assert "chunk_tokens=32, keep_head=4, keep_tail=30" in str(error.value)
 
     (tmp_path / "sft").mkdir()
     (tmp_path / "sft" / "x").write_text("")

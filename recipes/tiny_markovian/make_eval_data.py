@@ -34,6 +34,7 @@ def main() -> None:
     parser.add_argument("--per-size", type=int, default=4, help="problems per number of terms")
     parser.add_argument("--train-file", default="outputs/tiny/data/train.jsonl")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--labels", default=SEEN_LABELS, help="label alphabet, cycled (default a..l)")
     args = parser.parse_args()
 
     seen = {row["prompt"][0]["content"] for row in read_rows(args.train_file)}
@@ -42,9 +43,9 @@ def main() -> None:
     for group, low, high in GROUPS:
         for n in range(low, high + 1):
             for _ in range(args.per_size):
-                problem = make_problem(rng, n, SEEN_LABELS)
+                problem = make_problem(rng, n, args.labels)
                 while problem.question in seen:
-                    problem = make_problem(rng, n, SEEN_LABELS)
+                    problem = make_problem(rng, n, args.labels)
                 seen.add(problem.question)
                 rows.append(
                     {

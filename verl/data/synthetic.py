@@ -93,9 +93,17 @@ def _row(problem: Problem, index: int, split: str) -> dict:
 
 
 def write_dataset(
-    out_dir: str | Path, train_size: int, val_size: int, min_terms: int, max_terms: int, seed: int
+    out_dir: str | Path,
+    train_size: int,
+    val_size: int,
+    min_terms: int,
+    max_terms: int,
+    seed: int,
+    labels: str = LABELS,
 ) -> None:
-    """Write DIR/train.jsonl and DIR/val.jsonl; no validation question appears in the training set."""
+    """Write DIR/train.jsonl and DIR/val.jsonl; no validation question appears in the training set.
+    Terms are labelled from `labels` (cycling, as in `solve`)."""
+    check_labels(labels)
     if not 1 <= min_terms <= max_terms:
         raise ValueError(f"need 1 <= min_terms <= max_terms, got {min_terms}, {max_terms}")
     distinct_questions = sum(10**n for n in range(min_terms, max_terms + 1))
@@ -108,17 +116,17 @@ def write_dataset(
     val: list[Problem] = []
     val_questions: set[str] = set()
     for n in problem_sizes(val_size, min_terms, max_terms):
-        problem = make_problem(rng, n)
+        problem = make_problem(rng, n, labels)
         # the smallest size may run out of distinct questions; keep drawing until a new one appears
         while problem.question in val_questions:
-            problem = make_problem(rng, rng.randint(min_terms, max_terms))
+            problem = make_problem(rng, rng.randint(min_terms, max_terms), labels)
         val.append(problem)
         val_questions.add(problem.question)
     train: list[Problem] = []
     for n in problem_sizes(train_size, min_terms, max_terms):
-        problem = make_problem(rng, n)
+        problem = make_problem(rng, n, labels)
         while problem.question in val_questions:
-            problem = make_problem(rng, rng.randint(min_terms, max_terms))
+            problem = make_problem(rng, rng.randint(min_terms, max_terms), labels)
         train.append(problem)
 
     out_dir = Path(out_dir)
@@ -134,9 +142,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--min-terms", type=int, default=4)
     parser.add_argument("--max-terms", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--labels", default=LABELS, help="label alphabet, cycled (default a..z)")
     args = parser.parse_args(argv)
     try:
-        write_dataset(args.out, args.train_size, args.val_size, args.min_terms, args.max_terms, args.seed)
+        write_dataset(
+            args.out, args.train_size, args.val_size, args.min_terms, args.max_terms, args.seed, args.labels
+        )
     except ValueError as err:
         parser.error(str(err))
     print(f"wrote {args.train_size} train and {args.val_size} val problems to {args.out}")

@@ -2,11 +2,14 @@
 
 Teaches the tiny model the reference LongCoT traces of the running-sum task (verl/data/synthetic.py):
 prompt = chat template + generation prompt, target = `THINKING</think>\\boxed{A}<|end|>`, loss on the
-target tokens only. Problems are drawn on the fly from `train.seed`, in a stream separate from the RL
-data files. Training stops early once the model is *partly* good (train.stop_at_accuracy), so that RL
-has something left to learn. At the end a held-out evaluation prints accuracy by problem size (greedy
-and temperature 1), then the model and tokenizer are saved with `save_pretrained`, atomically, to
-`output_dir`, with the resolved config (sft_config.yaml) and the losses and evaluation (sft_metrics.json).
+target tokens only. Opt-in (task.continuation.prob > 0): some examples are the reference trace resumed
+from a Delethink chunk boundary (prompt = question + carry-over), so the model learns to continue a
+chunk; task.labels sets the label alphabet. Problems are drawn on the fly from `train.seed`, in a stream
+separate from the RL data files. Training stops early once the model is *partly* good
+(train.stop_at_accuracy), so that RL has something left to learn. At the end a held-out evaluation prints
+accuracy by problem size (greedy and temperature 1), then the model and tokenizer are saved with
+`save_pretrained`, atomically, to `output_dir`, with the resolved config (sft_config.yaml) and the losses
+and evaluation (sft_metrics.json).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import hydra
@@ -28,7 +31,16 @@ from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-from verl.data.synthetic import LABELS, Problem, compute_score, make_problem, problem_sizes, solve
+from verl.agent_loop.trimmers import progressive_trim
+from verl.data.synthetic import (
+    LABELS,
+    Problem,
+    check_labels,
+    compute_score,
+    make_problem,
+    problem_sizes,
+    solve,
+)
 from verl.trainer.config_schema import ConfigError
 from verl.utils.fs import atomic_dir
 
@@ -38,6 +50,23 @@ IGNORE_INDEX = -100  # label of a token that carries no loss (prompt and padding
 @dataclass
 class ModelConfig:
     path: str
+
+
+@dataclass
+class ContinuationConfig:
+    """Delethink-style examples (off at prob 0): the reference trace resumed from a chunk boundary.
+
+    A model trained only on whole traces has never seen thinking that starts from a carry-over, so it
+    cannot continue a Delethink chunk; these examples show it. The prompt is exactly what
+    DelethinkAgentLoop sends for the chunk after a cut: the question's chat prompt + progressive_trim of
+    the reference thinking so far. Cuts fall where the loop cuts: after chunk_tokens, then every
+    chunk_tokens - keep_head - keep_tail (the tiny_delethink config's C and C - m).
+    """
+
+    prob: float = 0.0  # share of training problems turned into a continuation example (if cut at all)
+    chunk_tokens: int = 32  # C
+    keep_head: int = 4
+    keep_tail: int = 12
 
 
 @dataclass
@@ -53,6 +82,8 @@ class TaskConfig:
     min_terms: int
     max_terms: int
     zero_prob: float  # each digit is 0 with this probability, else uniform over 0..9
+    labels: str = LABELS  # term i is labelled labels[i % len(labels)], here and in the held-out problems
+    continuation: ContinuationConfig = field(default_factory=ContinuationConfig)
 
 
 @dataclass
@@ -100,6 +131,11 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
     except OmegaConfBaseException as e:
         raise ConfigError(f"{e.full_key}: {str(e.msg).splitlines()[0]}") from None
     t = config.train
+    cont = config.task.continuation
+    try:
+        check_labels(config.task.labels)
+    except ValueError as e:
+        raise ConfigError(f"task.labels={config.task.labels!r}: {e}") from None
     output_dir = Path(config.output_dir)
     rules = [
         (t.steps >= 1, f"train.steps={t.steps}: must be >= 1"),
@@ -122,6 +158,14 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
             for name, section in (("task", config.task), ("eval", config.eval))
         ],
         (0 <= config.task.zero_prob <= 1, f"task.zero_prob={config.task.zero_prob}: must be in [0, 1]"),
+        (0 <= cont.prob <= 1, f"task.continuation.prob={cont.prob}: must be in [0, 1]"),
+        (
+            cont.keep_head >= 0
+            and cont.keep_tail >= 1
+            and cont.chunk_tokens > cont.keep_head + cont.keep_tail,
+            f"task.continuation: need keep_head >= 0, keep_tail >= 1, chunk_tokens > keep_head + keep_tail; "
+            f"got chunk_tokens={cont.chunk_tokens}, keep_head={cont.keep_head}, keep_tail={cont.keep_tail}",
+        ),
         (config.eval.num_problems >= 0, f"eval.num_problems={config.eval.num_problems}: must be >= 0"),
         (config.eval.max_new_tokens >= 1, f"eval.max_new_tokens={config.eval.max_new_tokens}: must be >= 1"),
         (config.num_threads >= 1, f"num_threads={config.num_threads}: must be >= 1"),
@@ -163,16 +207,46 @@ def collate(examples: list[tuple[list[int], list[int]]], pad_id: int) -> dict[st
     return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
 
+def delethink_cuts(target_len: int, chunk_tokens: int, later_chunk_tokens: int) -> list[int]:
+    """The token counts after which the Delethink loop cuts a `target_len`-token response: C, C + (C - m),
+    ... A chunk that ends in the response's last token (eos) stops the loop, so no cut is at target_len."""
+    return list(range(chunk_tokens, target_len, later_chunk_tokens))
+
+
+def continuation_example(
+    prompt: list[int], target: list[int], cut: int, keep_head: int, keep_tail: int
+) -> tuple[list[int], list[int]]:
+    """(question prompt + carry-over of target[:cut], the rest of target): the chunk after a cut."""
+    return prompt + progressive_trim(target[:cut], keep_head, keep_tail), target[cut:]
+
+
 def draw_training_problem(rng: random.Random, task: TaskConfig) -> Problem:
     num_terms = rng.randint(task.min_terms, task.max_terms)
-    return solve([0 if rng.random() < task.zero_prob else rng.randrange(10) for _ in range(num_terms)])
+    digits = [0 if rng.random() < task.zero_prob else rng.randrange(10) for _ in range(num_terms)]
+    return solve(digits, task.labels)
+
+
+def draw_training_example(
+    rng: random.Random, tokenizer: PreTrainedTokenizerBase, task: TaskConfig
+) -> tuple[list[int], list[int]]:
+    """A whole reference trace, or with probability task.continuation.prob its resumption from a cut drawn
+    uniformly among the trace's cuts (a trace too short to be cut stays whole)."""
+    prompt, target = encode_example(tokenizer, draw_training_problem(rng, task))
+    cont = task.continuation
+    # prob 0 draws nothing more from rng, so the default stream of problems is the one without this option
+    if cont.prob > 0 and rng.random() < cont.prob:
+        later = cont.chunk_tokens - cont.keep_head - cont.keep_tail
+        cuts = delethink_cuts(len(target), cont.chunk_tokens, later)
+        if cuts:
+            return continuation_example(prompt, target, rng.choice(cuts), cont.keep_head, cont.keep_tail)
+    return prompt, target
 
 
 def sample_batch(
     rng: random.Random, tokenizer: PreTrainedTokenizerBase, batch_size: int, task: TaskConfig
 ) -> dict[str, torch.Tensor]:
-    problems = [draw_training_problem(rng, task) for _ in range(batch_size)]
-    return collate([encode_example(tokenizer, p) for p in problems], tokenizer.pad_token_id)
+    examples = [draw_training_example(rng, tokenizer, task) for _ in range(batch_size)]
+    return collate(examples, tokenizer.pad_token_id)
 
 
 def sft_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -297,10 +371,11 @@ def format_summary(summary: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
-def held_out_problems(seed: str, cfg: EvalConfig) -> list[Problem]:
+def held_out_problems(seed: str, cfg: EvalConfig, labels: str = LABELS) -> list[Problem]:
     """`cfg.num_problems` problems with uniform digits (like the RL data), sizes spread evenly."""
     rng = random.Random(seed)
-    return [make_problem(rng, n) for n in problem_sizes(cfg.num_problems, cfg.min_terms, cfg.max_terms)]
+    sizes = problem_sizes(cfg.num_problems, cfg.min_terms, cfg.max_terms)
+    return [make_problem(rng, n, labels) for n in sizes]
 
 
 def run(config: SFTConfig) -> dict[str, dict[str, float]]:
@@ -312,8 +387,8 @@ def run(config: SFTConfig) -> dict[str, dict[str, float]]:
 
     # string seeds keep these streams apart from each other and from the RL data (integer seeds)
     train_rng = random.Random(f"sft-train-{config.train.seed}")
-    check_problems = held_out_problems(f"sft-check-{config.train.seed}", config.eval)
-    eval_problems = held_out_problems(f"sft-eval-{config.train.seed}", config.eval)
+    check_problems = held_out_problems(f"sft-check-{config.train.seed}", config.eval, config.task.labels)
+    eval_problems = held_out_problems(f"sft-eval-{config.train.seed}", config.eval, config.task.labels)
 
     def check_accuracy() -> float:
         outcomes = evaluate(model, tokenizer, check_problems, config.eval.max_new_tokens, do_sample=True)
