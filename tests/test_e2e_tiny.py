@@ -10,21 +10,14 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tests.e2e_utils import tiny_config
+from tests.e2e_utils import DELETHINK, tiny_config
 from verl.trainer.launch import run
 from verl.utils.fs import read_jsonl
 
 pytestmark = pytest.mark.slow
 
-# LongCoT budget 24; Delethink C = 12, m = 2 + 4, later chunks 6, I = 3 -> 12 + 2 * 6 = 24
+# LongCoT budget 24, the same as DELETHINK's total
 LONGCOT = ("data.max_response_length=24",)
-DELETHINK = (
-    "data.max_response_length=12",
-    "algorithm.delethink.keep_head=2",
-    "algorithm.delethink.keep_tail=4",
-    "algorithm.delethink.intermediate_max_new_tokens=6",
-    "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=3",
-)
 MODES = {"tiny_longcot": LONGCOT, "tiny_delethink": DELETHINK}
 
 

@@ -6,7 +6,7 @@ import asyncio
 import pytest
 import torch
 
-from tests.e2e_utils import tiny_config
+from tests.e2e_utils import DELETHINK, tiny_config
 from verl.data.rl_dataset import PromptItem
 from verl.trainer.ppo.batch import collate_rows, trajectory_rows
 from verl.workers.fsdp_workers import ActorRolloutRefWorker
@@ -21,11 +21,7 @@ def worker(tiny_assets, tmp_path_factory):
         "tiny_delethink",
         tiny_assets,
         tmp_path_factory.mktemp("worker"),
-        "data.max_response_length=12",
-        "algorithm.delethink.keep_head=2",
-        "algorithm.delethink.keep_tail=4",
-        "algorithm.delethink.intermediate_max_new_tokens=6",
-        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=3",
+        *DELETHINK,
     )
     w = ActorRolloutRefWorker(cfg)
     w.init_model()

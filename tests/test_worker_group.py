@@ -5,7 +5,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from tests.e2e_utils import tiny_config
+from tests.e2e_utils import DELETHINK, tiny_config
 from verl.data.rl_dataset import PromptItem
 from verl.trainer.launch import run
 from verl.trainer.ppo.batch import collate_rows, trajectory_rows
@@ -14,15 +14,6 @@ from verl.workers.rollout.base import SamplingParams
 from verl.workers.worker_group import ActorRolloutWorkerGroup, contiguous_shards, update_shard_indices
 
 pytestmark = pytest.mark.slow
-
-# Delethink, C = 12, carry 2 + 4, later chunks 6, I = 3: rows per trajectory vary, as in real runs
-DELETHINK = (
-    "data.max_response_length=12",
-    "algorithm.delethink.keep_head=2",
-    "algorithm.delethink.keep_tail=4",
-    "algorithm.delethink.intermediate_max_new_tokens=6",
-    "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=3",
-)
 
 
 def test_contiguous_shards_differ_by_at_most_one():

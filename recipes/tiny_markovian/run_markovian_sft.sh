@@ -64,25 +64,5 @@ if needed "$EVAL_DATA"; then
   "$PYTHON" recipes/tiny_markovian/make_eval_data.py --out "$EVAL_DATA" --labels "$LABELS" \
     --train-file "$OUT/data/train.jsonl"
 fi
-evaluate() {  # evaluate NAME MODEL MODE [overrides...]: one main_eval call into $OUT/eval/NAME
-  local name=$1 model=$2 mode=$3
-  shift 3
-  if needed "$OUT/eval/$name/summary.json"; then
-    "$PYTHON" -m verl.trainer.main_eval model_path="$model" mode="$mode" data_files=["$EVAL_DATA"] \
-      output_dir="$OUT/eval/$name" sampling.n=4 sampling.temperature=1.0 pass_k=[1,2,4] \
-      max_prompt_length=160 "$@"
-  else
-    echo "skip: $OUT/eval/$name exists"
-  fi
-}
-evaluate probe_sft "$OUT/sft" probe delethink.max_chunks=[3,7,14,22]
-evaluate longcot_rl "$OUT/longcot/global_step_${STEPS}" longcot longcot.budgets=[32,64,96,128,160,192,256,384]
-evaluate delethink_rl "$OUT/delethink/global_step_${STEPS}" delethink \
-  delethink.max_chunks=[1,3,5,7,9,11,14,18,22]
-evaluate probe_longcot_rl "$OUT/longcot/global_step_${STEPS}" probe delethink.max_chunks=[7,14]
-evaluate probe_delethink_rl "$OUT/delethink/global_step_${STEPS}" probe delethink.max_chunks=[7,14]
-
-echo "== 5/5 report"
-"$PYTHON" -m verl.tools.compare "$OUT/longcot" "$OUT/delethink" --out "$OUT/training_curves.png"
-"$PYTHON" recipes/tiny_markovian/report.py --root "$OUT" --longcot-run "$OUT/longcot" \
-  --delethink-run "$OUT/delethink"
+SFT_MODEL="$OUT/sft" LONGCOT_RUN="$OUT/longcot" DELETHINK_RUN="$OUT/delethink"
+source recipes/tiny_markovian/evaluate_and_report.sh
