@@ -36,6 +36,19 @@ def test_an_answer_split_across_chunks_counts_only_for_delethink(tokenizer):
     assert (delethink.score, delethink.solution_str) == (1.0, "add them up</think> so \\boxed{42}")
 
 
+def test_a_truncated_trace_scores_zero_even_with_a_correct_box_in_its_thinking(tokenizer):
+    # a Delethink trace that used up its last chunk (no EOS, no </think>) and a LongCoT trace cut at
+    # its budget: both boxed the right answer mid-thought, neither closed its thinking
+    truncated_delethink = trajectory(tokenizer, "try 6*7 = \\boxed{42} ", "check again: 42", eos=False)
+    truncated_longcot = trajectory(tokenizer, "so \\boxed{42} is it? let me verify", eos=False)
+    finished = trajectory(tokenizer, "try 6*7 = \\boxed{42} ", "check: 42</think> \\boxed{42}")
+    args = ([truncated_delethink, truncated_longcot, finished], ["math"] * 3, ["42"] * 3)
+    assert [r.score for r in DelethinkRewardManager(tokenizer)(*args)] == [0.0, 0.0, 1.0]
+    # the tiny task's verifier applies the same gate
+    args = ([truncated_delethink, finished], ["synthetic/running_sum"] * 2, ["42"] * 2)
+    assert [r.score for r in DelethinkRewardManager(tokenizer)(*args)] == [0.0, 1.0]
+
+
 def test_single_turn_trajectories_score_the_same_in_both(tokenizer):
     trajectories = [
         trajectory(tokenizer, "six times seven</think> \\boxed{42}"),

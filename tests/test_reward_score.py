@@ -21,7 +21,7 @@ from verl.utils.reward_score.math_verify import compute_score, compute_scores
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "math"
 # math-verify (its timeouts off) never finishes this: sympy tries to evaluate the power tower
-PATHOLOGICAL = "\\boxed{9^{9^{9^{9}}}}"
+PATHOLOGICAL = "</think>\\boxed{9^{9^{9^{9}}}}"
 
 
 def boxed(answer) -> str:
@@ -56,9 +56,14 @@ def test_every_reference_answer_scores_one_and_a_wrong_one_zero(name):
         ("<think>so \\boxed{7}</think> I am not sure.", "7", 0.0),  # boxed only inside the thinking
         ("<think>first \\boxed{5}</think> finally \\boxed{7}", "7", 1.0),  # the answer after </think> wins
         ("<think>first \\boxed{5}</think> finally \\boxed{7}", "5", 0.0),
-        ("no thinking block, just \\boxed{5} then \\boxed{8}", "8", 1.0),  # the whole text, last box
-        ("no thinking block, just \\boxed{5} then \\boxed{8}", "5", 0.0),
-        ("\\boxed{\\frac{12}{16}}", "3/4", 1.0),
+        # thinking never closed (a truncated trace): no answer, whatever it boxed
+        ("no thinking block, just \\boxed{5} then \\boxed{8}", "8", 0.0),
+        ("<think>so far \\boxed{8} and still going", "8", 0.0),
+        ("\\boxed{\\frac{12}{16}}", "3/4", 0.0),
+        ("</think>\\boxed{\\frac{12}{16}}", "3/4", 1.0),
+        # the answer part starts at the FIRST </think>; its last box is the answer
+        ("a</think> \\boxed{5} then</think> \\boxed{8}", "8", 1.0),
+        ("a</think> \\boxed{5} then</think> no box", "5", 1.0),
     ],
 )
 def test_compute_score(solution, truth, expected):
@@ -81,7 +86,8 @@ def test_compute_score(solution, truth, expected):
     ],
 )
 def test_odd_answers_score_zero_without_raising(solution):
-    assert compute_score("math", solution, "1") == 0.0
+    # after a closed thinking, so every odd answer reaches math-verify
+    assert compute_score("math", "</think>" + solution, "1") == 0.0
 
 
 def test_batch_keeps_order_and_skips_unboxed_items():
@@ -147,7 +153,7 @@ def wait_until_gone(pid: int, seconds: float) -> bool:
 def test_the_worker_exits_with_its_parent():
     # a normal exit (atexit), no main guard needed in the calling script
     parent = run_scoring_script("""
-        print(mv.compute_score("m", "\\\\boxed{1}", "1"), mv._worker.process.pid, flush=True)
+        print(mv.compute_score("m", "</think>\\\\boxed{1}", "1"), mv._worker.process.pid, flush=True)
     """)
     out, _ = parent.communicate(timeout=60)
     score, worker_pid = out.split()
@@ -156,7 +162,7 @@ def test_the_worker_exits_with_its_parent():
 
     # the parent killed (no atexit) while its worker is stuck on a pathological answer
     parent = run_scoring_script(f"""
-        mv.compute_score("m", "\\\\boxed{{1}}", "1")
+        mv.compute_score("m", "</think>\\\\boxed{{1}}", "1")
         print(mv._worker.process.pid, flush=True)
         mv.compute_score("m", {PATHOLOGICAL!r}, "1", timeout_s=1.5)
     """)

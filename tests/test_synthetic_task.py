@@ -95,6 +95,7 @@ def test_solve_rejects_non_digits():
         ("a3=3 b5=8</think>\\boxed{8", "8", 0.0),  # unclosed \boxed
         ("\\boxed{8} a3=3</think>\\boxed{1}", "8", 0.0),  # only the answer after </think> counts
         ("", "8", 0.0),
+        ("a3=3 b5=8 \\boxed{8}", "8", 0.0),  # truncated: the thinking never closed
     ],
 )
 def test_compute_score(solution, ground_truth, score):

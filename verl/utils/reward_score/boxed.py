@@ -1,4 +1,10 @@
-"""Finding the final answer in a model's output: the last \\boxed{...} after the thinking."""
+"""Finding the final answer in a model's output: the last \\boxed{...} after the thinking.
+
+A trace is only scored once its thinking is closed: the answer is read from the text after the first
+`</think>`, and a trace with no `</think>` (a LongCoT response cut at its budget, a Delethink trace
+that used up its last chunk) has no answer at all. Otherwise a correct `\\boxed{}` written mid-thought
+by a trace that never finished would be reinforced as if it had.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,10 @@ THINK_END = "</think>"
 BOXED = "\\boxed{"
 
 
-def strip_thinking(solution_str: str) -> str:
-    """The part after the last `</think>`; the whole string when the model never closed its thinking."""
-    _, sep, after = solution_str.rpartition(THINK_END)
-    return after if sep else solution_str
+def strip_thinking(solution_str: str) -> str | None:
+    """The part after the first `</think>`, or None when the thinking was never closed."""
+    _, sep, after = solution_str.partition(THINK_END)
+    return after if sep else None
 
 
 def last_boxed(text: str) -> str | None:
@@ -29,4 +35,6 @@ def last_boxed(text: str) -> str | None:
 
 
 def extract_final_answer(solution_str: str) -> str | None:
-    return last_boxed(strip_thinking(solution_str))
+    """The last \\boxed{} answer after the closed thinking; None without `</think>` or without a box."""
+    answer_part = strip_thinking(solution_str)
+    return None if answer_part is None else last_boxed(answer_part)
