@@ -153,3 +153,15 @@ def test_cli_refuses_a_non_empty_dir_unless_forced(tmp_path, capsys):
     assert not (out / "keep.txt").exists()
     assert (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["init"]  # no temp dirs left behind
+
+
+def test_the_cli_sizes_the_model_and_refuses_bad_dims(tmp_path, capsys):
+    tiny.main(["--out", str(tmp_path / "wide"), "--dims", "hidden_size=64", "max_position_embeddings=4096"])
+    config = AutoModelForCausalLM.from_pretrained(tmp_path / "wide").config
+    assert (config.hidden_size, config.max_position_embeddings) == (64, 4096)
+    assert config.num_hidden_layers == tiny.DEFAULT_DIMS["num_hidden_layers"]
+    for bad in (["hidden=64"], ["hidden_size=-1"], ["hidden_size"]):
+        with pytest.raises(SystemExit):
+            tiny.main(["--out", str(tmp_path / "bad"), "--dims", *bad])
+        assert "dims" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

@@ -1,6 +1,6 @@
 """A from-scratch tiny causal LM and byte-level tokenizer, so every feature runs on a CPU with no downloads.
 
-    python -m verl.models.tiny --out outputs/tiny/init [--seed 0] [--force]
+    python -m verl.models.tiny --out outputs/tiny/init [--seed 0] [--force] [--dims hidden_size=256 ...]
 
 The tokenizer maps each byte to one token (token id == byte value), so any text tokenizes without
 unknowns (after Unicode NFC normalisation) and an ASCII string of k characters is exactly k tokens:
@@ -114,12 +114,23 @@ def build_model(tokenizer: PreTrainedTokenizerFast, seed: int = 0, **dims: int) 
     return model
 
 
-def save_tiny(out_dir: str | Path, seed: int = 0, force: bool = False) -> None:
+def save_tiny(out_dir: str | Path, seed: int = 0, force: bool = False, **dims: int) -> None:
     tokenizer = build_tokenizer()
-    model = build_model(tokenizer, seed=seed)
+    model = build_model(tokenizer, seed=seed, **dims)
     with atomic_dir(out_dir, force=force) as tmp:
         tokenizer.save_pretrained(tmp)
         model.save_pretrained(tmp)
+
+
+def parse_dims(pairs: list[str]) -> dict[str, int]:
+    """`["hidden_size=256", ...]` -> `{"hidden_size": 256}`; names and values are checked by build_model."""
+    dims = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not value.isdigit():
+            raise ValueError(f"--dims entries are NAME=POSITIVE_INT, got {pair!r}")
+        dims[name] = int(value)
+    return dims
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -127,12 +138,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--seed", type=int, default=0, help="weight init seed")
     parser.add_argument("--force", action="store_true", help="overwrite a non-empty --out")
+    parser.add_argument(
+        "--dims", nargs="*", default=[], metavar="NAME=INT", help=f"override {sorted(DEFAULT_DIMS)}"
+    )
     args = parser.parse_args(argv)
     hf_logging.disable_progress_bar()  # a bar for writing one small file is noise
     try:
-        save_tiny(args.out, seed=args.seed, force=args.force)
+        save_tiny(args.out, seed=args.seed, force=args.force, **parse_dims(args.dims))
     except FileExistsError as err:
         sys.exit(f"error: {err}; use --force to overwrite it")
+    except ValueError as err:
+        parser.error(str(err))
     print(f"wrote tiny model and tokenizer to {args.out}")
 
 
