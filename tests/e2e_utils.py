@@ -4,13 +4,12 @@ from pathlib import Path
 
 from verl.trainer.config_schema import PolicyIterationConfig, compose_config, load_config
 
-# Delethink small enough for tests: C = 12, m = 2 + 4, later chunks 6, I = 3 -> budget 12 + 2 * 6 = 24
+# Delethink small enough for tests: C = 12, m = 2 + 4, later chunks C - m = 6, I = 3 -> budget 12 + 2 * 6 = 24
 DELETHINK = (
-    "data.max_response_length=12",
+    "algorithm.delethink.chunk_size=12",
     "algorithm.delethink.keep_head=2",
     "algorithm.delethink.keep_tail=4",
-    "algorithm.delethink.intermediate_max_new_tokens=6",
-    "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=3",
+    "algorithm.delethink.max_chunks=3",
 )
 
 

@@ -6,6 +6,7 @@ import pytest
 
 from verl.agent_loop import AGENT_LOOPS
 from verl.agent_loop.delethink import DelethinkAgentLoop, chunk_seed
+from verl.agent_loop.delethink_params import DelethinkParams
 from verl.agent_loop.manager import run_agent_loops
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
 from verl.data.rl_dataset import PromptItem
@@ -64,7 +65,7 @@ def test_single_turn_is_one_turn_with_full_budget():
 def test_delethink_chunks_budgets_and_carry_over():
     # C = 10, keep_head 2, keep_tail 3 (m = 5), later chunks C - m = 5, I = 4
     engine = CountingEngine()
-    loop = DelethinkAgentLoop(engine, keep_head=2, keep_tail=3, intermediate_max_new_tokens=5, max_chunks=4)
+    loop = DelethinkAgentLoop(engine, DelethinkParams(chunk_size=10, keep_head=2, keep_tail=3, max_chunks=4))
     traj = run(loop, budget=10)
     assert [len(t.response_ids) for t in traj.turns] == [10, 5, 5, 5]
     # budget formula C + (I-1)(C-m) = 10 + 3*5 = 25, every token used since no EOS
@@ -80,9 +81,20 @@ def test_delethink_chunks_budgets_and_carry_over():
     assert not traj.has_eos
 
 
+def test_delethink_budgets_come_from_its_params():
+    # an explicit later-chunk budget (4, not C - m = 5); the sampling params' max_new_tokens is not read
+    engine = CountingEngine()
+    params = DelethinkParams(
+        chunk_size=10, keep_head=2, keep_tail=3, intermediate_max_new_tokens=4, max_chunks=3
+    )
+    traj = run(DelethinkAgentLoop(engine, params), budget=99)
+    assert [sp.max_new_tokens for _, sp in engine.requests] == [10, 4, 4]
+    assert traj.trace_length == params.thinking_budget == 10 + 2 * 4
+
+
 def test_delethink_stops_at_eos():
     engine = CountingEngine(stop_after=13)
-    loop = DelethinkAgentLoop(engine, keep_head=2, keep_tail=3, intermediate_max_new_tokens=5, max_chunks=10)
+    loop = DelethinkAgentLoop(engine, DelethinkParams(chunk_size=10, keep_head=2, keep_tail=3, max_chunks=10))
     traj = run(loop, budget=10)
     assert traj.num_turns == 2 and traj.has_eos
     assert traj.turns[1].response_ids == [11, 12, 13, EOS]
@@ -93,7 +105,7 @@ def test_delethink_one_chunk_samples_exactly_like_longcot():
     a, b = CountingEngine(), CountingEngine()
     longcot = run(SingleTurnAgentLoop(a), budget=10, seed=42)
     one_chunk = run(
-        DelethinkAgentLoop(b, keep_head=2, keep_tail=3, intermediate_max_new_tokens=5, max_chunks=1),
+        DelethinkAgentLoop(b, DelethinkParams(chunk_size=10, keep_head=2, keep_tail=3, max_chunks=1)),
         budget=10,
         seed=42,
     )

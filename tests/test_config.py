@@ -16,6 +16,8 @@ from omegaconf.errors import InterpolationResolutionError
 
 from verl.trainer.config_schema import (
     CONFIG_DIR,
+    ENVIRONMENT_DIR,
+    ENVIRONMENT_KEYS,
     ActorRolloutRefConfig,
     AlgorithmConfig,
     CustomRewardFunctionConfig,
@@ -25,6 +27,7 @@ from verl.trainer.config_schema import (
     RewardModelConfig,
     TrainerConfig,
     compose_config,
+    environment_names,
     load_config,
 )
 from verl.utils.config_resolvers import eval_arithmetic, register_resolvers
@@ -51,9 +54,10 @@ EXPECTED = {
         "trainer.default_local_dir": "outputs/tiny_longcot",
     },
     "tiny_delethink": {
-        "data.max_response_length": 32,  # C
-        "algorithm.delethink.intermediate_max_new_tokens": 16,  # C - keep_head - keep_tail = 32 - 4 - 12
-        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": 7,
+        "algorithm.delethink.chunk_size": 32,  # C
+        "data.max_response_length": 32,  # = C, by interpolation
+        "algorithm.delethink.intermediate_max_new_tokens": None,  # derived: C - keep_head - keep_tail
+        "algorithm.delethink.max_chunks": 7,
         # inherited from tiny_longcot
         "data.train_batch_size": 16,
         "actor_rollout_ref.actor.ppo_mini_batch_size": 8,
@@ -72,14 +76,15 @@ EXPECTED = {
     "r1d-1.5b_deepscaler_longcot_8k": {"data.max_response_length": 8192, "data.max_prompt_length": 2048},
     "r1d-1.5b_deepscaler_longcot_24k": {"data.max_response_length": 24576, "data.max_prompt_length": 2048},
     "r1d-1.5b_deepscaler_delethink_24k": {
+        "algorithm.delethink.chunk_size": 8192,
         "data.max_response_length": 8192,
         "algorithm.delethink.keep_tail": 3996,  # 8192 // 2 - 100
-        "algorithm.delethink.intermediate_max_new_tokens": 4096,  # 8192 // 2
+        "algorithm.delethink.intermediate_max_new_tokens": None,  # derived: 8192 - 4096
         "data.max_prompt_length": 6545,  # 2048 + 4 * 100 + 8192 // 2 + 1
-        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": 5,
+        "algorithm.delethink.max_chunks": 5,
     },
     "r1d-1.5b_openmath_delethink_96k": {
-        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": 23,
+        "algorithm.delethink.max_chunks": 23,
         "algorithm.delethink.keep_tail": 3996,
         "data.max_prompt_length": 6545,
     },
@@ -155,13 +160,14 @@ def test_tiny_delethink_changes_only_the_thinking_environment():
     delethink = _flatten(load_config(compose_config("tiny_delethink"), check_paths=False).to_dict())
     changed = {key for key in longcot if longcot[key] != delethink[key]}
     assert changed == {
+        "environment",
         "data.max_response_length",
         "actor_rollout_ref.actor.fixed_num_optim_steps",
         "actor_rollout_ref.rollout.agent.default_agent_loop",
-        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns",
+        "algorithm.delethink.chunk_size",
         "algorithm.delethink.keep_head",
         "algorithm.delethink.keep_tail",
-        "algorithm.delethink.intermediate_max_new_tokens",
+        "algorithm.delethink.max_chunks",
         "reward_model.reward_manager",
         "trainer.name",
         "trainer.experiment_name",
@@ -199,11 +205,30 @@ def _dataclass_keys(cls: type, prefix: str = "") -> set[str]:
     return keys
 
 
-def test_base_yaml_has_exactly_the_dataclass_keys():
+def _yaml_keys(path) -> set[str]:
+    return set(_flatten(OmegaConf.to_container(OmegaConf.load(path), resolve=False)))
+
+
+def test_base_yaml_and_its_environment_have_exactly_the_dataclass_keys():
     tree = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "policy_iteration.yaml"), resolve=False)
     assert tree.pop("hydra") == {"run": {"dir": "${trainer.default_local_dir}"}, "job": {"chdir": False}}
-    assert tree.pop("defaults") == [{"train_tasks": None}, {"val_tasks": None}, "_self_"]
-    assert set(_flatten(tree)) == _dataclass_keys(PolicyIterationConfig)
+    defaults = [{"train_tasks": None}, {"val_tasks": None}, "_self_", {"environment": "longcot"}]
+    assert tree.pop("defaults") == defaults
+    base, environment = set(_flatten(tree)), _yaml_keys(ENVIRONMENT_DIR / "longcot.yaml")
+    assert base | environment == _dataclass_keys(PolicyIterationConfig)
+    # the base leaves the switch's keys to the environment, so no value of it is silently overridden
+    assert base & environment == set()
+    assert environment == {"environment", *ENVIRONMENT_KEYS}
+
+
+def test_the_environments_set_the_same_switch_keys():
+    assert environment_names() == ["delethink", "longcot"]
+    # delethink also links data.max_response_length to its chunk size C
+    assert _yaml_keys(ENVIRONMENT_DIR / "delethink.yaml") == {
+        "environment",
+        "data.max_response_length",
+        *ENVIRONMENT_KEYS,
+    }
 
 
 def test_base_yaml_defaults_equal_the_dataclass_defaults():

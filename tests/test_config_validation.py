@@ -91,8 +91,14 @@ BAD_VALUES = [
     ("tiny_longcot", f"{ACTOR}.kl_loss_type=k9", f"{ACTOR}.kl_loss_type='k9': must be one of ['kl', 'abs'"),
     (
         "tiny_longcot",
-        f"{DELETHINK}.trimmer_name=bogus",
-        f"{DELETHINK}.trimmer_name='bogus': must be one of ['progressive'",
+        f"{DELETHINK}.trimmer=bogus",
+        f"{DELETHINK}.trimmer='bogus': must be one of ['progressive'",
+    ),
+    # the pre-unification key names are unknown, with a hint at the new one
+    (
+        "tiny_longcot",
+        f"+{DELETHINK}.trimmer_name=progressive",
+        f"{DELETHINK}.trimmer_name: unknown key; did you mean {DELETHINK}.trimmer?",
     ),
     (
         "tiny_longcot",
@@ -143,6 +149,41 @@ BAD_VALUES = [
         "trainer.name=ppo",
         f"{ROLLOUT}.agent.default_agent_loop='delethink': trainer.name=ppo",
     ),
+    # the naive reward manager would score only the last chunk: refused, not warned about
+    (
+        "tiny_delethink",
+        "reward_model.reward_manager=naive",
+        "reward_model.reward_manager='naive': scores only the last chunk of a Delethink trajectory",
+    ),
+    (
+        "tiny_longcot",
+        f"{ROLLOUT}.agent.default_agent_loop=delethink",
+        "reward_model.reward_manager='naive': scores only the last chunk",
+    ),
+    # C is set in algorithm.delethink alone; data.max_response_length follows it or is refused
+    (
+        "tiny_delethink",
+        "data.max_response_length=64",
+        f"data.max_response_length=64: must equal {DELETHINK}.chunk_size=32",
+    ),
+    (
+        "policy_iteration",
+        [
+            "environment=delethink",
+            "actor_rollout_ref.model.path=m/m",
+            "data.train_files=t",
+            "data.val_files=v",
+            "data.max_response_length=64",
+        ],
+        f"data.max_response_length=64: must equal {DELETHINK}.chunk_size=8192",
+    ),
+    # I is algorithm.delethink.max_chunks; the gym loop's turn limit is not a second place to set it
+    (
+        "tiny_delethink",
+        f"{ROLLOUT}.multi_turn.max_assistant_turns=7",
+        f"{ROLLOUT}.multi_turn.max_assistant_turns=7: is the gym loop's turn limit and the delethink loop "
+        f"does not read it; set I with {DELETHINK}.max_chunks",
+    ),
     (
         "tiny_longcot",
         f"{ROLLOUT}.multi_turn.max_assistant_turns=2",
@@ -151,23 +192,26 @@ BAD_VALUES = [
     ),
     # Delethink: C = 32, keep_head = 4, keep_tail = 12
     ("tiny_delethink", f"{DELETHINK}.keep_head=-1", f"{DELETHINK}.keep_head=-1: must be >= 0"),
+    ("tiny_delethink", f"{DELETHINK}.max_chunks=0", f"{DELETHINK}.max_chunks=0: must be >= 1"),
+    ("tiny_delethink", f"{DELETHINK}.chunk_size=0", f"{DELETHINK}.chunk_size=0: must be >= 1"),
     ("tiny_delethink", f"{DELETHINK}.keep_tail=0", f"{DELETHINK}.keep_tail=0: must be >= 1"),
     ("tiny_delethink", f"{DELETHINK}.keep_tail=-3", f"{DELETHINK}.keep_tail=-3: must be >= 1"),
     # 4 + 28 = 32 = C leaves no room to think
     (
         "tiny_delethink",
         f"{DELETHINK}.keep_tail=28",
-        f"{DELETHINK}.keep_tail=28: keep_head + keep_tail = 4 + 28 must be < data.max_response_length=32",
+        f"{DELETHINK}.keep_tail=28: keep_head + keep_tail = 4 + 28 must be < chunk_size=32",
     ),
     (
         "tiny_delethink",
         f"{DELETHINK}.intermediate_max_new_tokens=0",
-        f"{DELETHINK}.intermediate_max_new_tokens=0: must be in [1,",
+        f"{DELETHINK}.intermediate_max_new_tokens=0: must be null (C - keep_head - keep_tail) or in [1,",
     ),
     (
         "tiny_delethink",
         f"{DELETHINK}.intermediate_max_new_tokens=33",
-        f"{DELETHINK}.intermediate_max_new_tokens=33: must be in [1, data.max_response_length=32]",
+        f"{DELETHINK}.intermediate_max_new_tokens=33: must be null (C - keep_head - keep_tail) or in "
+        "[1, chunk_size=32]",
     ),
     # a chunk prompt holds the question and the carry-over of 4 + 12 = 16 tokens
     (
@@ -205,7 +249,11 @@ GOOD_VALUES = [
     ("tiny_delethink", [f"{DELETHINK}.keep_head=0", f"{DELETHINK}.keep_tail=1"]),
     ("tiny_delethink", [f"{DELETHINK}.keep_tail=27"]),  # 4 + 27 = 31 < 32; intermediate = 32 - 31 = 1
     ("tiny_delethink", [f"{DELETHINK}.intermediate_max_new_tokens=32", "data.max_prompt_length=17"]),
-    ("tiny_delethink", [f"{ROLLOUT}.multi_turn.max_assistant_turns=1"]),
+    ("tiny_delethink", [f"{DELETHINK}.max_chunks=1"]),
+    ("tiny_delethink", [f"{DELETHINK}.chunk_size=64"]),  # data.max_response_length follows C
+    # deliberate mixes run (with a warning: tests/test_environment.py)
+    ("tiny_delethink", [f"{ACTOR}.loss_agg_mode=token-mean"]),
+    ("tiny_longcot", ["reward_model.reward_manager=delethink"]),
     ("tiny_longcot", ["trainer.name=delethink", f"{ROLLOUT}.multi_turn.max_assistant_turns=3"]),
 ]
 

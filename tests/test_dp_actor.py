@@ -43,7 +43,10 @@ def make_batch(actor, num_trajectories=6):
 
 
 def actor_config(**overrides):
-    settings = dict(tis_imp_ratio_cap=2.0, use_kl_loss=True, entropy_coeff=0.01, grad_clip=1e9)
+    # token-mean unless a test names its mode: ActorConfig's default follows the environments instead
+    settings = dict(
+        tis_imp_ratio_cap=2.0, use_kl_loss=True, entropy_coeff=0.01, grad_clip=1e9, loss_agg_mode="token-mean"
+    )
     return ActorConfig(**{**settings, **overrides})
 
 

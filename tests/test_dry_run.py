@@ -42,7 +42,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(script):
 
 def test_dry_run_still_validates_and_takes_overrides():
     script = "examples/reproduce_rl_training/delethink_24k.sh"
-    done = dry_run(script, "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=7", "trainer.nnodes=2")
+    done = dry_run(script, "algorithm.delethink.max_chunks=7", "trainer.nnodes=2")
     assert done.returncode == 0 and "up to I = 7 chunks" in done.stdout and "2 node(s) x 8" in done.stdout
     bad = dry_run(script, "algorithm.delethink.keep_tail=0")
     assert bad.returncode == 2 and "algorithm.delethink.keep_tail=0" in bad.stderr

@@ -79,21 +79,21 @@ def test_train_checkpoint_and_resume(name, tiny_assets, ray_session, tmp_path):
 
 def test_delethink_with_one_chunk_is_longcot(tiny_assets, ray_session, tmp_path):
     common = (
-        "data.max_response_length=16",
         "trainer.total_training_steps=1",
         "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-norm-trace-length",
     )
-    run(tiny_config("tiny_longcot", tiny_assets, tmp_path / "longcot", *common))
+    longcot_dir = tmp_path / "longcot"
+    run(tiny_config("tiny_longcot", tiny_assets, longcot_dir, *common, "data.max_response_length=16"))
     run(
         tiny_config(
             "tiny_delethink",
             tiny_assets,
             tmp_path / "delethink",
             *common,
-            "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=1",
+            "algorithm.delethink.chunk_size=16",  # = LongCoT's B; data.max_response_length follows it
+            "algorithm.delethink.max_chunks=1",
             "algorithm.delethink.keep_head=2",
             "algorithm.delethink.keep_tail=4",
-            "algorithm.delethink.intermediate_max_new_tokens=8",
             "actor_rollout_ref.actor.fixed_num_optim_steps=null",
         )
     )

@@ -221,8 +221,10 @@ def test_delethink_context_manager_trims_thinking_per_message(tokenizer):
         "question", "abhij</think>\\boxed{1}", "Wrong, try again.", "xyz</think>ok", "more", "12678",
     ]  # fmt: skip
     assert history == original  # the input is not edited
-    with pytest.raises(ValueError, match="keep_tail must be >= 1"):
+    with pytest.raises(ValueError, match="keep_tail=0: must be >= 1"):
         make_context_manager({"name": "delethink", "keep_tail": 0}, tokenizer)
+    with pytest.raises(ValueError, match=r"unknown ctx_config keys \['trimmer_name'\]"):
+        make_context_manager({"name": "delethink", "trimmer_name": "progressive"}, tokenizer)
     with pytest.raises(ValueError, match="needs the policy's tokenizer"):
         make_context_manager({"name": "delethink"})
 

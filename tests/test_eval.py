@@ -118,7 +118,7 @@ def test_resolve_model_dir_accepts_a_checkpoint_step_dir(tiny_assets, tmp_path):
         ("model_path=/no/such/model", "model_path"),
         ("+sampling.temprature=0.5", "sampling.temprature"),
         ("sampling.n=lots", "sampling.n"),
-        ("delethink.chunk_size=16", "delethink.chunk_size"),  # = keep_head 4 + keep_tail 12
+        ("delethink.chunk_size=16", "delethink.keep_tail=12"),  # C = keep_head 4 + keep_tail 12: no room
         ("pass_k=[1,4]", "pass_k[1]"),  # k > sampling.n = 1
     ],
 )

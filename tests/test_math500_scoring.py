@@ -23,8 +23,13 @@ def rows():
     return read_task_rows(str(MATH500))
 
 
+def as_finished_trace(solution: str) -> str:
+    """A reference solution as the answer part of a trace whose thinking closed (the reward needs </think>)."""
+    return "</think>" + solution
+
+
 def test_every_reference_solution_scores_one(rows):
-    solutions = [r["solution"] for r in rows]
+    solutions = [as_finished_trace(r["solution"]) for r in rows]
     answers = [normalise_answer(r["answer"]) for r in rows]
     scores = compute_scores(solutions, answers, timeout_s=TIMEOUT_S)
     missed = {r["unique_id"] for r, s in zip(rows, scores, strict=True) if s != 1.0}
@@ -33,13 +38,15 @@ def test_every_reference_solution_scores_one(rows):
     )
     assert len(rows) == 500
     assert missed == KNOWN_MISSES
+    # the same solutions without the closing tag are unfinished traces: none earns a reward
+    assert compute_scores([r["solution"] for r in rows[:20]], answers[:20]) == [0.0] * 20
 
 
 def test_solutions_of_other_problems_score_zero(rows):
     # each of the first 100 solutions against the next problem's answer: the one pair that scores is a
     # true coincidence, problem 22's answer "5" against problem 23's "x=5" (math-verify compares values)
     head = rows[:101]
-    solutions = [r["solution"] for r in head[:-1]]
+    solutions = [as_finished_trace(r["solution"]) for r in head[:-1]]
     answers = [normalise_answer(r["answer"]) for r in head[1:]]
     scores = compute_scores(solutions, answers, timeout_s=TIMEOUT_S)
     assert [i for i, s in enumerate(scores) if s] == [22]

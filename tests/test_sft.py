@@ -2,6 +2,7 @@
 (checked token for token against the real Delethink agent loop), and the CLI."""
 
 import asyncio
+import dataclasses
 import json
 import math
 import random
@@ -16,6 +17,7 @@ from hydra import compose, initialize_config_dir
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from verl.agent_loop.delethink import DelethinkAgentLoop
+from verl.agent_loop.delethink_params import DelethinkParams
 from verl.data.rl_dataset import PromptItem, encode_prompt
 from verl.data.synthetic import solve
 from verl.models.tiny import build_model, build_tokenizer, save_tiny
@@ -73,14 +75,16 @@ def test_training_problems_follow_the_task_config():
 
 def test_delethink_cuts_fall_after_c_then_every_c_minus_m_and_never_at_the_end():
     # C = 32, m = 16: cuts after 32, 48, 64, ... tokens; a 64-token response ends (eos) inside chunk 3
-    assert main_sft.delethink_cuts(64, 32, 16) == [32, 48]
-    assert main_sft.delethink_cuts(65, 32, 16) == [32, 48, 64]
-    assert main_sft.delethink_cuts(32, 32, 16) == []  # chunk 1 holds it all, eos included
+    params = DelethinkParams(chunk_size=32, keep_head=4, keep_tail=12)
+    assert main_sft.delethink_cuts(64, params) == [32, 48]
+    assert main_sft.delethink_cuts(65, params) == [32, 48, 64]
+    assert main_sft.delethink_cuts(32, params) == []  # chunk 1 holds it all, eos included
 
 
 def test_continuation_example_is_prompt_plus_head_and_tail_then_the_rest():
     target = list(range(100, 140))
-    prompt, rest = main_sft.continuation_example([1, 2], target, cut=32, keep_head=4, keep_tail=12)
+    params = DelethinkParams(chunk_size=32, keep_head=4, keep_tail=12)
+    prompt, rest = main_sft.continuation_example([1, 2], target, cut=32, params=params)
     assert prompt == [1, 2, 100, 101, 102, 103, *range(120, 132)]
     assert rest == list(range(132, 140))
 
@@ -109,19 +113,18 @@ def test_continuation_prompts_are_the_prompts_the_delethink_loop_sends(tokenizer
     prompt, target = main_sft.encode_example(tokenizer, problem)
     chunk, head, tail = 32, 4, 12
     engine = ReplayEngine(target, tokenizer.eos_token_id)
-    loop = DelethinkAgentLoop(
-        engine, keep_head=head, keep_tail=tail, intermediate_max_new_tokens=chunk - head - tail, max_chunks=50
-    )
+    params = main_sft.ContinuationConfig(chunk_size=chunk, keep_head=head, keep_tail=tail).params
+    loop = DelethinkAgentLoop(engine, dataclasses.replace(params, max_chunks=50))
     # the loop gets its prompt the way RL does (rl_dataset), not from main_sft
     item = PromptItem(encode_prompt(tokenizer, problem.question), "synthetic", problem.answer)
     trajectory = asyncio.run(loop.run(item, SamplingParams(max_new_tokens=chunk, seed=0)))
     assert [t for turn in trajectory.turns for t in turn.response_ids] == target  # the whole trace replayed
 
-    cuts = main_sft.delethink_cuts(len(target), chunk, chunk - head - tail)
+    cuts = main_sft.delethink_cuts(len(target), params)
     assert len(cuts) == len(engine.prompts) - 1 >= 1
     assert engine.prompts[0] == prompt
     for cut, sent in zip(cuts, engine.prompts[1:], strict=True):
-        example_prompt, rest = main_sft.continuation_example(prompt, target, cut, head, tail)
+        example_prompt, rest = main_sft.continuation_example(prompt, target, cut, params)
         assert example_prompt == sent
         assert rest == target[cut:]
 
@@ -138,7 +141,7 @@ def test_continuation_option_off_draws_the_same_examples_as_before(tokenizer):
 
 
 def test_continuation_option_on_mixes_in_resumed_traces(tokenizer):
-    cont = main_sft.ContinuationConfig(prob=0.5, chunk_tokens=32, keep_head=4, keep_tail=12)
+    cont = main_sft.ContinuationConfig(prob=0.5, chunk_size=32, keep_head=4, keep_tail=12)
     task = main_sft.TaskConfig(min_terms=8, max_terms=12, zero_prob=0.0, labels="abcdef", continuation=cont)
     rng = random.Random(0)
     examples = [main_sft.draw_training_example(rng, tokenizer, task) for _ in range(200)]
@@ -251,7 +254,9 @@ def test_config_errors_name_the_key_and_value(tmp_path):
             compose_sft(model, "task.continuation.prob=2", "task.continuation.keep_tail=30")
         )
     assert "task.continuation.prob=2.0: must be in [0, 1]" in str(error.value)
-    assert "chunk_tokens=32, keep_head=4, keep_tail=30" in str(error.value)
+    assert "task.continuation.keep_tail=30: keep_head + keep_tail = 4 + 30 must be < chunk_size=32" in str(
+        error.value
+    )
 
     (tmp_path / "sft").mkdir()
     (tmp_path / "sft" / "x").write_text("")

@@ -1,10 +1,9 @@
-"""The Delethink carry-over and thinking budget, checked by hand."""
+"""The Delethink carry-over, checked by hand (the thinking budget: tests/test_delethink_params.py)."""
 
 import pytest
 
 from verl.agent_loop.trimmers import (
     TRIMMERS,
-    delethink_thinking_budget,
     get_trimmer,
     progressive_trim,
     register_trimmer,
@@ -64,14 +63,3 @@ def test_registry():
         assert get_trimmer("tail_only_test")([1, 2, 3], 0, 2) == [2, 3]
     finally:
         del TRIMMERS["tail_only_test"]
-
-
-def test_thinking_budget():
-    # C + (I - 1)(C - m) with C = 8192, C - m = 4096
-    assert delethink_thinking_budget(8192, 4096, 5) == 8192 + 4 * 4096 == 24576
-    assert delethink_thinking_budget(8192, 4096, 23) == 8192 + 22 * 4096 == 98304
-    assert delethink_thinking_budget(8192, 4096, 1) == 8192
-    with pytest.raises(ValueError, match="num_chunks must be >= 1"):
-        delethink_thinking_budget(8192, 4096, 0)
-    with pytest.raises(ValueError, match="later_chunk_tokens must be >= 1"):
-        delethink_thinking_budget(8192, 0, 3)

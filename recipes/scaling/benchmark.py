@@ -27,6 +27,7 @@ import torch
 
 from verl.agent_loop.base import AgentLoop, Trajectory
 from verl.agent_loop.delethink import DelethinkAgentLoop
+from verl.agent_loop.delethink_params import DelethinkParams
 from verl.agent_loop.manager import run_agent_loops
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
 from verl.data.rl_dataset import PromptItem
@@ -114,13 +115,10 @@ def best_time(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
 def make_loop(env: str, engine: HFRolloutEngine, cfg: BenchConfig, num_chunks: int) -> AgentLoop:
     if env == "LongCoT":
         return SingleTurnAgentLoop(engine)
-    return DelethinkAgentLoop(
-        engine,
-        keep_head=cfg.keep_head,
-        keep_tail=cfg.keep_tail,
-        intermediate_max_new_tokens=cfg.chunk_size - cfg.carry,
-        max_chunks=num_chunks,
+    params = DelethinkParams(
+        chunk_size=cfg.chunk_size, keep_head=cfg.keep_head, keep_tail=cfg.keep_tail, max_chunks=num_chunks
     )
+    return DelethinkAgentLoop(engine, params)
 
 
 def rollout(env: str, engine: HFRolloutEngine, prompt: list[int], cfg: BenchConfig, num_chunks: int):

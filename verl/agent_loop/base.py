@@ -59,7 +59,8 @@ class AgentLoop(ABC):
     @abstractmethod
     async def run(self, item: PromptItem, sampling_params: SamplingParams) -> Trajectory:
         """One trajectory for the dataset item (its `prompt_ids`, and for envs its row columns).
-        `sampling_params.max_new_tokens` is the first turn's budget (data.max_response_length)."""
+        `sampling_params.max_new_tokens` is the first turn's budget (data.max_response_length); the
+        Delethink loop takes its chunk budgets from its DelethinkParams instead."""
 
 
 AGENT_LOOPS: dict[str, type[AgentLoop]] = {}

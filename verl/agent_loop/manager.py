@@ -28,15 +28,7 @@ def build_agent_loop(config: PolicyIterationConfig, engine: RolloutEngine, token
             max_prompt_tokens=gym.max_prompt_tokens,
         )
     if name == "delethink":
-        dt = config.algorithm.delethink
-        return AGENT_LOOPS[name](
-            engine,
-            keep_head=dt.keep_head,
-            keep_tail=dt.keep_tail,
-            intermediate_max_new_tokens=dt.intermediate_max_new_tokens,
-            max_chunks=rollout.multi_turn.max_assistant_turns,
-            trimmer_name=dt.trimmer_name,
-        )
+        return AGENT_LOOPS[name](engine, config.delethink_params)
     return AGENT_LOOPS[name](engine)
 
 

@@ -40,19 +40,3 @@ def get_trimmer(name: str) -> Trimmer:
     if name not in TRIMMERS:
         raise ValueError(f"unknown trimmer {name!r}; registered trimmers: {sorted(TRIMMERS)}")
     return TRIMMERS[name]
-
-
-def delethink_thinking_budget(first_chunk_tokens: int, later_chunk_tokens: int, num_chunks: int) -> int:
-    """The most thinking tokens a Delethink trace can hold.
-
-    The first chunk may write C tokens; each later chunk starts from an m-token carry-over and can
-    add at most C - m new ones, so with later = C - m this is the paper's C + (I - 1)(C - m).
-    """
-    for name, value in (
-        ("first_chunk_tokens", first_chunk_tokens),
-        ("later_chunk_tokens", later_chunk_tokens),
-        ("num_chunks", num_chunks),
-    ):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-    return first_chunk_tokens + (num_chunks - 1) * later_chunk_tokens

@@ -6,14 +6,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from verl.trainer.config_schema import ConfigError, TaskConfig, to_dataclass
 from verl.utils.config_resolvers import register_resolvers
+
+if TYPE_CHECKING:
+    from verl.agent_loop.delethink_params import DelethinkParams
 
 MODES = ("longcot", "delethink", "probe")
 RUN_HF_SUBDIR = Path("actor") / "huggingface"  # where a training checkpoint keeps its HF model
@@ -26,25 +31,24 @@ class LongCoTEvalConfig:
 
 @dataclass
 class DelethinkEvalConfig:
+    """The fields of agent_loop.delethink_params.DelethinkParams, with a list of I values to sweep."""
+
     chunk_size: int = 32  # C: the first chunk's budget and the most tokens any chunk's context holds
-    keep_head: int = 4
-    keep_tail: int = 12
+    keep_head: int = 4  # carry-over: the first keep_head thinking tokens
+    keep_tail: int = 12  # carry-over: the last keep_tail thinking tokens
+    intermediate_max_new_tokens: int | None = None  # later chunks' budget; None: C - m, as in training
     max_chunks: list[int] = field(default_factory=lambda: [7])  # I values; one evaluation each
-    trimmer_name: str = "progressive"
+    trimmer: str = "progressive"  # how the carry-over is cut (agent_loop.trimmers.TRIMMERS)
 
-    @property
-    def carry(self) -> int:
-        return self.keep_head + self.keep_tail
+    def params_fields(self, max_chunks: int) -> dict[str, Any]:
+        """The DelethinkParams fields of the evaluation at one I."""
+        return {**dataclasses.asdict(self), "max_chunks": max_chunks}
 
-    @property
-    def intermediate_max_new_tokens(self) -> int:
-        """New tokens a later chunk may add: C - m, as in training."""
-        return self.chunk_size - self.carry
+    def sweep(self) -> list[DelethinkParams]:
+        """One DelethinkParams per I in max_chunks, in order."""
+        from verl.agent_loop.delethink_params import DelethinkParams
 
-    def thinking_budget(self, max_chunks: int) -> int:
-        from verl.agent_loop.trimmers import delethink_thinking_budget
-
-        return delethink_thinking_budget(self.chunk_size, self.intermediate_max_new_tokens, max_chunks)
+        return [DelethinkParams(**self.params_fields(i)) for i in self.max_chunks]
 
 
 @dataclass
@@ -87,7 +91,8 @@ class EvalConfig:
     @property
     def max_question_tokens(self) -> int:
         """A Delethink chunk prompt is question + carry-over; both must fit in max_prompt_length."""
-        return self.max_prompt_length - (self.delethink.carry if self.uses_delethink else 0)
+        carry = self.delethink.sweep()[0].carry if self.uses_delethink else 0
+        return self.max_prompt_length - carry
 
 
 def resolve_model_dir(path: str) -> Path | None:
@@ -120,7 +125,7 @@ def load_eval_config(cfg: DictConfig) -> EvalConfig:
 
 
 def rule_errors(c: EvalConfig) -> list[str]:
-    from verl.agent_loop.trimmers import TRIMMERS
+    from verl.agent_loop.delethink_params import delethink_param_problems
 
     errors: list[str] = []
 
@@ -167,32 +172,15 @@ def rule_errors(c: EvalConfig) -> list[str]:
             check(b >= 1, f"longcot.budgets[{i}]", b, "must be >= 1 thinking token")
     if c.uses_delethink:
         d = c.delethink
-        check(d.keep_head >= 0, "delethink.keep_head", d.keep_head, "must be >= 0")
-        check(
-            d.keep_tail >= 1,
-            "delethink.keep_tail",
-            d.keep_tail,
-            "must be >= 1: the carry-over needs recent thinking",
-        )
-        room = "a later chunk needs room for new tokens"
-        check(
-            d.chunk_size > d.carry,
-            "delethink.chunk_size",
-            d.chunk_size,
-            f"must be > keep_head + keep_tail = {d.carry}: {room}",
-        )
         check(bool(d.max_chunks), "delethink.max_chunks", d.max_chunks, "must list at least one I")
-        for i, n in enumerate(d.max_chunks):
-            check(n >= 1, f"delethink.max_chunks[{i}]", n, "must be >= 1 chunk")
-        check(
-            d.trimmer_name in TRIMMERS,
-            "delethink.trimmer_name",
-            d.trimmer_name,
-            f"must be one of {sorted(TRIMMERS)}",
-        )
-        room = "the question needs room next to the carry-over"
-        rule = f"must be > delethink.keep_head + keep_tail = {d.carry}: {room}"
-        check(c.max_prompt_length > d.carry, "max_prompt_length", c.max_prompt_length, rule)
+        # the rules of DelethinkParams at every I; a problem of another field appears once, not per I
+        problems = [p for i in d.max_chunks for p in delethink_param_problems(**d.params_fields(i))]
+        errors += [f"delethink.{p}" for p in dict.fromkeys(problems)]
+        if d.max_chunks and not problems:
+            carry = d.sweep()[0].carry
+            room = "the question needs room next to the carry-over"
+            rule = f"must be > delethink.keep_head + keep_tail = {carry}: {room}"
+            check(c.max_prompt_length > carry, "max_prompt_length", c.max_prompt_length, rule)
     else:
         check(c.max_prompt_length >= 1, "max_prompt_length", c.max_prompt_length, "must be >= 1")
     return errors

@@ -24,6 +24,7 @@ from tqdm import tqdm
 from transformers import AutoConfig, AutoTokenizer
 
 from verl.agent_loop.base import AGENT_LOOPS, AgentLoop, Trajectory
+from verl.agent_loop.delethink_params import DelethinkParams
 from verl.agent_loop.manager import run_agent_loops
 from verl.data.rl_dataset import PromptItem, load_prompts
 from verl.eval.config import EvalConfig, resolve_model_dir
@@ -43,7 +44,12 @@ class EvalRun:
 
     mode: str  # longcot | delethink
     thinking_budget: int  # most thinking tokens a trace can hold
-    max_chunks: int | None = None  # Delethink's I
+    delethink: DelethinkParams | None = None  # Delethink's parameters at this run's I; None for LongCoT
+
+    @property
+    def max_chunks(self) -> int | None:
+        """Delethink's I (None for LongCoT)."""
+        return None if self.delethink is None else self.delethink.max_chunks
 
     @property
     def label(self) -> str:
@@ -55,18 +61,17 @@ class EvalRun:
 
 
 def planned_runs(config: EvalConfig) -> list[EvalRun]:
-    d = config.delethink
-    delethink = [EvalRun("delethink", d.thinking_budget(i), i) for i in d.max_chunks]
+    if config.mode == "longcot":  # the delethink section is neither read nor checked
+        return [EvalRun("longcot", b) for b in config.longcot.budgets]
+    delethink = [EvalRun("delethink", p.thinking_budget, p) for p in config.delethink.sweep()]
     if config.mode == "delethink":
         return delethink
-    if config.mode == "longcot":
-        return [EvalRun("longcot", b) for b in config.longcot.budgets]
     # probe: LongCoT at each Delethink run's total budget C + (I-1)(C-m)
     return [r for dt in delethink for r in (EvalRun("longcot", dt.thinking_budget), dt)]
 
 
-def first_turn_budget(run: EvalRun, config: EvalConfig) -> int:
-    return config.delethink.chunk_size if run.mode == "delethink" else run.thinking_budget
+def first_turn_budget(run: EvalRun) -> int:
+    return run.thinking_budget if run.delethink is None else run.delethink.chunk_size
 
 
 def load_items(config: EvalConfig, tokenizer) -> list[PromptItem]:
@@ -86,7 +91,7 @@ def check_fits_context(config: EvalConfig, items: list[PromptItem], max_position
     """Fail before loading weights if the longest request cannot fit the model's positions. A Delethink
     chunk never holds more than question + C tokens (a later chunk: question + m carried + C - m new)."""
     longest_prompt = max(len(it.prompt_ids) for it in items)
-    budget = max(first_turn_budget(run, config) for run in planned_runs(config))
+    budget = max(first_turn_budget(run) for run in planned_runs(config))
     if longest_prompt + budget > max_positions:
         key = {
             "longcot": "longcot.budgets",
@@ -99,20 +104,12 @@ def check_fits_context(config: EvalConfig, items: list[PromptItem], max_position
         )
 
 
-def build_loop(run: EvalRun, config: EvalConfig, engine: RolloutEngine) -> AgentLoop:
+def build_loop(run: EvalRun, engine: RolloutEngine) -> AgentLoop:
     import verl.agent_loop  # noqa: F401  (registers the built-in loops)
 
-    if run.mode == "longcot":
+    if run.delethink is None:
         return AGENT_LOOPS["single_turn"](engine)
-    d = config.delethink
-    return AGENT_LOOPS["delethink"](
-        engine,
-        keep_head=d.keep_head,
-        keep_tail=d.keep_tail,
-        intermediate_max_new_tokens=d.intermediate_max_new_tokens,
-        max_chunks=run.max_chunks,
-        trimmer_name=d.trimmer_name,
-    )
+    return AGENT_LOOPS["delethink"](engine, run.delethink)
 
 
 def sample_seed(config: EvalConfig, problem: int, sample: int) -> int:
@@ -125,12 +122,12 @@ def generate(
     """One trajectory per entry of `repeated`: each problem n times in a row (entry i is sample
     i % n of problem i // n)."""
     s, n = config.sampling, config.sampling.n
-    budget = first_turn_budget(run, config)
+    budget = first_turn_budget(run)
     params = [
         SamplingParams(budget, s.temperature, s.top_p, s.top_k, seed=sample_seed(config, *divmod(i, n)))
         for i in range(len(repeated))
     ]
-    return asyncio.run(run_agent_loops(build_loop(run, config, engine), repeated, params))
+    return asyncio.run(run_agent_loops(build_loop(run, engine), repeated, params))
 
 
 def sample_records(
@@ -184,10 +181,10 @@ def run_summary(
     run: EvalRun, config: EvalConfig, records: list[dict[str, Any]], wall: float
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"label": run.label, "mode": run.mode, "thinking_budget": run.thinking_budget}
-    if run.mode == "delethink":
-        d = config.delethink
+    if run.delethink is not None:
+        p = run.delethink
         out.update(
-            max_chunks=run.max_chunks, chunk_size=d.chunk_size, keep_head=d.keep_head, keep_tail=d.keep_tail
+            max_chunks=p.max_chunks, chunk_size=p.chunk_size, keep_head=p.keep_head, keep_tail=p.keep_tail
         )
     return {**out, **summarise_run(records, config.pass_k, wall)}
 

@@ -3,7 +3,8 @@
 Every key the code reads is a field here. `load_config(cfg)` turns the composed OmegaConf tree into
 `PolicyIterationConfig` and checks types and rules, raising `ConfigError` with a message that names
 the key, its value and the rule, before Ray or any model starts. It reports every problem it finds at
-once, so a run with three typos needs one retry, not three.
+once, so a run with three typos needs one retry, not three. What is valid but probably not meant (a
+key that mixes the two thinking environments) `config_warnings` lists, for the entry point to print.
 """
 
 from __future__ import annotations
@@ -17,14 +18,25 @@ import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from verl.utils.config_resolvers import register_resolvers
 
+if TYPE_CHECKING:
+    from verl.agent_loop.delethink_params import DelethinkParams
+
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
+ENVIRONMENT_DIR = CONFIG_DIR / "environment"  # the thinking environments, one switch each: environment=NAME
+# The keys an environment file sets together. Overriding one runs (a deliberate mix) but is warned about.
+ENVIRONMENT_KEYS = (
+    "actor_rollout_ref.rollout.agent.default_agent_loop",
+    "trainer.name",
+    "reward_model.reward_manager",
+    "actor_rollout_ref.actor.loss_agg_mode",
+)
 TINY_DIR = Path("outputs/tiny")  # where examples/prepare_tiny.sh writes the tiny model and data
 MAKE_TINY = "`bash examples/prepare_tiny.sh` (or `make tiny`)"
 
@@ -50,7 +62,7 @@ class DataConfig:
     val_files: list[str] = field(default_factory=list)  # prompt rows; or use val_tasks
     prompt_key: str = "prompt"
     max_prompt_length: int = 512  # tokens; Delethink: question + carry-over must fit
-    max_response_length: int = 256  # tokens; LongCoT: the budget B; Delethink: the chunk size C
+    max_response_length: int = 256  # tokens; LongCoT: the budget B; Delethink: algorithm.delethink.chunk_size
     train_batch_size: int = 8  # prompts per step (each repeated rollout.n times)
     val_batch_size: int = -1  # -1: the whole set in one batch; env_manager: only the first N prompts
     shuffle: bool = True
@@ -92,7 +104,7 @@ class ActorConfig:
     clip_ratio_high: float = 0.2
     clip_ratio_c: float = 3.0  # dual-clip bound for negative advantages
     tis_imp_ratio_cap: float = -1.0  # <= 0 disables truncated importance sampling
-    loss_agg_mode: str = "token-mean"
+    loss_agg_mode: str = "seq-mean-token-norm-trace-length"  # set by the environment
     entropy_coeff: float = 0.0
     use_kl_loss: bool = False
     kl_loss_coef: float = 0.001
@@ -115,12 +127,12 @@ class SamplingConfig:
 
 @dataclass
 class MultiTurnConfig:
-    max_assistant_turns: int = 1  # Delethink: I, the number of chunks; gym: the most model turns
+    max_assistant_turns: int = 1  # gym: the most model turns (Delethink's I: algorithm.delethink.max_chunks)
 
 
 @dataclass
 class AgentConfig:
-    default_agent_loop: str = "single_turn"  # single_turn | delethink | gym
+    default_agent_loop: str = "single_turn"  # single_turn | delethink | gym; set by the environment
 
 
 @dataclass
@@ -180,10 +192,14 @@ class ActorRolloutRefConfig:
 
 @dataclass
 class DelethinkConfig:
-    keep_head: int = 100
-    keep_tail: int = 3996
-    intermediate_max_new_tokens: int = 4096  # budget of every chunk after the first (C - m)
-    trimmer_name: str = "progressive"
+    """algorithm.delethink: the fields of agent_loop.delethink_params.DelethinkParams, which checks them."""
+
+    chunk_size: int = 8192  # C: the first chunk's budget, and the most tokens any chunk holds
+    keep_head: int = 100  # carry-over: the first keep_head thinking tokens
+    keep_tail: int = 3996  # carry-over: the last keep_tail thinking tokens
+    intermediate_max_new_tokens: int | None = None  # budget of every chunk after the first; None: C - m
+    max_chunks: int = 5  # I: the most chunks per trajectory
+    trimmer: str = "progressive"  # how the carry-over is cut (agent_loop.trimmers.TRIMMERS)
 
 
 @dataclass
@@ -195,7 +211,7 @@ class AlgorithmConfig:
 
 @dataclass
 class RewardModelConfig:
-    reward_manager: str = "naive"  # naive | delethink
+    reward_manager: str = "naive"  # naive | delethink; set by the environment
 
 
 @dataclass
@@ -206,7 +222,7 @@ class CustomRewardFunctionConfig:
 
 @dataclass
 class TrainerConfig:
-    name: str = "ppo"  # ppo (LongCoT) | delethink
+    name: str = "ppo"  # ppo (a row per trajectory) | delethink (a row per chunk); set by the environment
     project_name: str = "delethink"
     experiment_name: str = "run"
     group: str = "default"  # wandb group: LongCoT and Delethink runs of one study share it
@@ -250,6 +266,7 @@ class PolicyIterationConfig:
     reward_model: RewardModelConfig
     custom_reward_function: CustomRewardFunctionConfig
     trainer: TrainerConfig
+    environment: str = "longcot"  # the thinking environment chosen (config group environment/)
     train_tasks: dict[str, TaskConfig] = field(default_factory=dict)
     val_tasks: dict[str, TaskConfig] = field(default_factory=dict)
     external_plugins: list[str] = field(default_factory=list)  # modules or .py files imported at start-up
@@ -259,18 +276,19 @@ class PolicyIterationConfig:
         """Whether trajectories are generated in Delethink's chunked environment."""
         return self.actor_rollout_ref.rollout.agent.default_agent_loop == "delethink"
 
+    @functools.cached_property
+    def delethink_params(self) -> DelethinkParams:
+        """algorithm.delethink as the one Delethink parameter object (load_config has checked it)."""
+        from verl.agent_loop.delethink_params import DelethinkParams
+
+        return DelethinkParams(**dataclasses.asdict(self.algorithm.delethink))
+
     @property
     def thinking_budget(self) -> int:
         """Most thinking tokens one trajectory can hold: LongCoT's B, or Delethink's C + (I-1)(C-m)."""
         if not self.is_delethink:
             return self.data.max_response_length
-        from verl.agent_loop.trimmers import delethink_thinking_budget
-
-        return delethink_thinking_budget(
-            self.data.max_response_length,
-            self.algorithm.delethink.intermediate_max_new_tokens,
-            self.actor_rollout_ref.rollout.multi_turn.max_assistant_turns,
-        )
+        return self.delethink_params.thinking_budget
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict of every value, for logging the run's config."""
@@ -403,12 +421,20 @@ def _field(node: Any, name: str) -> Any:
     return node[name] if isinstance(node, dict) else getattr(node, name)
 
 
+def _value(c: PolicyIterationConfig, key: str) -> Any:
+    return functools.reduce(_field, key.split("."), c)
+
+
+def environment_names() -> list[str]:
+    return sorted(path.stem for path in ENVIRONMENT_DIR.glob("*.yaml"))
+
+
 def _rule_errors(c: PolicyIterationConfig) -> list[str]:
     # registries live next to the code they name; imported here so that the schema module stays light
     import verl.agent_loop  # noqa: F401  (registers the agent loops)
     import verl.envs  # noqa: F401  (registers the built-in envs and context managers)
     from verl.agent_loop.base import AGENT_LOOPS
-    from verl.agent_loop.trimmers import TRIMMERS
+    from verl.agent_loop.delethink_params import delethink_param_problems
     from verl.envs.base import CONTEXT_MANAGERS, ENVS, config_problem
     from verl.envs.plugins import import_plugin
     from verl.trainer.ppo import core_algos
@@ -423,7 +449,7 @@ def _rule_errors(c: PolicyIterationConfig) -> list[str]:
             errors.append(f"external_plugins[{i}]: {e}")
 
     def check(key: str, ok: Callable[[Any], bool], rule: str) -> None:
-        value = functools.reduce(_field, key.split("."), c)
+        value = _value(c, key)
         if not ok(value):
             errors.append(f"{key}={value!r}: {rule}")
 
@@ -539,7 +565,10 @@ def _rule_errors(c: PolicyIterationConfig) -> list[str]:
     one_of("algorithm.adv_estimator", core_algos.ADV_ESTIMATORS)
     one_of(f"{actor}.loss_agg_mode", core_algos.LOSS_AGG_MODES)
     one_of(f"{actor}.kl_loss_type", core_algos.KL_PENALTY_TYPES)
-    one_of(f"{delethink}.trimmer_name", list(TRIMMERS))
+    # checked whatever the loop, like every other key; the rules tying it to other sections come below
+    params_problems = delethink_param_problems(**dataclasses.asdict(c.algorithm.delethink))
+    errors += [f"{delethink}.{problem}" for problem in params_problems]
+    one_of("environment", environment_names())
     one_of("reward_model.reward_manager", list(REWARD_MANAGERS))
     one_of(f"{rollout}.agent.default_agent_loop", list(AGENT_LOOPS))
     one_of(f"{rollout}.name", ROLLOUT_NAMES)
@@ -602,28 +631,61 @@ def _rule_errors(c: PolicyIterationConfig) -> list[str]:
         )
 
     if c.is_delethink:
-        chunk = c.data.max_response_length
-        head, tail = c.algorithm.delethink.keep_head, c.algorithm.delethink.keep_tail
-        check(f"{delethink}.keep_head", lambda v: v >= 0, "must be >= 0")
-        check(f"{delethink}.keep_tail", lambda v: v >= 1, "must be >= 1 (carry over the latest thinking)")
         check(
-            f"{delethink}.keep_tail",
-            lambda v: head + v < chunk,
-            f"keep_head + keep_tail = {head} + {tail} must be < data.max_response_length={chunk} "
-            f"(the chunk size C): the carry-over must leave room to think",
+            "reward_model.reward_manager",
+            lambda v: v != "naive",
+            "scores only the last chunk of a Delethink trajectory; use reward_model.reward_manager=delethink "
+            "(all chunks joined, as environment=delethink sets)",
+        )
+        chunk = c.algorithm.delethink.chunk_size
+        check(
+            "data.max_response_length",
+            lambda v: v == chunk,
+            f"must equal {delethink}.chunk_size={chunk}: with the delethink loop C is set there alone "
+            "(environment=delethink links the two; leave data.max_response_length unset)",
         )
         check(
-            f"{delethink}.intermediate_max_new_tokens",
-            lambda v: 1 <= v <= chunk,
-            f"must be in [1, data.max_response_length={chunk}]",
+            f"{rollout}.multi_turn.max_assistant_turns",
+            lambda v: v == 1,
+            f"is the gym loop's turn limit and the delethink loop does not read it; set I with "
+            f"{delethink}.max_chunks",
         )
-        check(
-            "data.max_prompt_length",
-            lambda v: v > head + tail,
-            f"must be > {delethink}.keep_head + keep_tail = {head + tail}: a chunk's prompt is the "
-            f"question plus the carry-over, so the question needs room too",
-        )
+        if not params_problems:
+            carry = c.delethink_params.carry
+            check(
+                "data.max_prompt_length",
+                lambda v: v > carry,
+                f"must be > {delethink}.keep_head + keep_tail = {carry}: a chunk's prompt is the "
+                f"question plus the carry-over, so the question needs room too",
+            )
     return errors
+
+
+def config_warnings(c: PolicyIterationConfig) -> list[str]:
+    """What a valid config does that is probably not meant, one line each: an ENVIRONMENT_KEYS value
+    other than what the chosen environment sets (a mix runs as asked, but says so), and an explicit
+    Delethink intermediate budget other than C - m (it changes the total thinking budget)."""
+    preset = OmegaConf.load(ENVIRONMENT_DIR / f"{c.environment}.yaml")
+    warnings = []
+    for key in ENVIRONMENT_KEYS:
+        value, preset_value = _value(c, key), OmegaConf.select(preset, key)
+        if key == "actor_rollout_ref.rollout.agent.default_agent_loop" and value == "gym":
+            continue  # the gym loop runs on top of either environment (docs/ENVIRONMENTS.md): no mix
+        if value != preset_value:
+            warnings.append(
+                f"{key}={value!r} mixes thinking environments: environment={c.environment} sets "
+                f"{preset_value!r} (running the mix as asked)"
+            )
+    if c.is_delethink:
+        p = c.delethink_params
+        if p.intermediate_budget != p.derived_intermediate:
+            warnings.append(
+                f"algorithm.delethink.intermediate_max_new_tokens={p.intermediate_budget} is not "
+                f"C - keep_head - keep_tail = {p.derived_intermediate}: total thinking budget "
+                f"C + (I-1)*{p.intermediate_budget} = {p.chunk_size} + {p.max_chunks - 1}*"
+                f"{p.intermediate_budget} = {p.thinking_budget} tokens"
+            )
+    return warnings
 
 
 # ---------------------------------------------------------------------------------------------------

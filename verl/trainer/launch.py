@@ -22,8 +22,8 @@ TRAINERS = {"ppo": RayPPOTrainer, "delethink": RayDelethinkTrainer}
 
 def max_question_tokens(config: PolicyIterationConfig) -> int:
     """A Delethink chunk prompt is question + carry-over, and it must fit in data.max_prompt_length."""
-    carry = config.algorithm.delethink.keep_head + config.algorithm.delethink.keep_tail
-    return config.data.max_prompt_length - (carry if config.is_delethink else 0)
+    carry = config.delethink_params.carry if config.is_delethink else 0
+    return config.data.max_prompt_length - carry
 
 
 def unsupported_reason(config: PolicyIterationConfig) -> str | None:

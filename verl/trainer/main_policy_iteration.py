@@ -1,8 +1,10 @@
 """RL entry point: `python -m verl.trainer.main_policy_iteration --config-name=tiny_delethink [key=value]`.
 
-LongCoT or Delethink is chosen by the config alone. A config that breaks a rule stops here with one
-line per problem and exit code 2, before Ray or any model starts. With `DRY_RUN=1` in the
-environment the run stops after validation and prints its plan (no model, data or GPU needed).
+LongCoT or Delethink is chosen by the config alone (`environment=longcot|delethink`). A config that
+breaks a rule stops here with one line per problem and exit code 2, before Ray or any model starts; one
+that is valid but probably not meant (e.g. a key that mixes the two environments) runs after one
+`config warning:` line per such key. With `DRY_RUN=1` in the environment the run stops after validation
+and prints its plan (no model, data or GPU needed).
 """
 
 import os
@@ -11,7 +13,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from verl.trainer.config_schema import ConfigError, load_config
+from verl.trainer.config_schema import ConfigError, config_warnings, load_config
 from verl.utils.config_resolvers import register_resolvers
 
 register_resolvers()  # before Hydra composes: the YAML uses ${eval:...}
@@ -25,6 +27,8 @@ def main(cfg: DictConfig) -> None:
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         sys.exit(2)
+    for warning in config_warnings(config):
+        print(f"config warning: {warning}", file=sys.stderr)
     if dry_run:
         from verl.trainer.plan import describe_plan
 

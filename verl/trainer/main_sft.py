@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import hydra
@@ -31,7 +32,7 @@ from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-from verl.agent_loop.trimmers import progressive_trim
+from verl.agent_loop.delethink_params import DelethinkParams, delethink_param_problems
 from verl.data.synthetic import (
     LABELS,
     Problem,
@@ -58,15 +59,25 @@ class ContinuationConfig:
 
     A model trained only on whole traces has never seen thinking that starts from a carry-over, so it
     cannot continue a Delethink chunk; these examples show it. The prompt is exactly what
-    DelethinkAgentLoop sends for the chunk after a cut: the question's chat prompt + progressive_trim of
-    the reference thinking so far. Cuts fall where the loop cuts: after chunk_tokens, then every
-    chunk_tokens - keep_head - keep_tail (the tiny_delethink config's C and C - m).
+    DelethinkAgentLoop sends for the chunk after a cut: the question's chat prompt + the carry-over of
+    the reference thinking so far. Cuts fall where the loop cuts: after chunk_size, then every
+    chunk_size - keep_head - keep_tail (the tiny_delethink config's C and C - m). The Delethink fields
+    have training's names (algorithm.delethink) and build the same DelethinkParams.
     """
 
     prob: float = 0.0  # share of training problems turned into a continuation example (if cut at all)
-    chunk_tokens: int = 32  # C
-    keep_head: int = 4
-    keep_tail: int = 12
+    chunk_size: int = 32  # C
+    keep_head: int = 4  # carry-over: the first keep_head thinking tokens
+    keep_tail: int = 12  # carry-over: the last keep_tail thinking tokens
+
+    def params_fields(self) -> dict[str, int]:
+        """The DelethinkParams fields set here (I does not matter: examples resume from every boundary)."""
+        return {"chunk_size": self.chunk_size, "keep_head": self.keep_head, "keep_tail": self.keep_tail}
+
+    @cached_property
+    def params(self) -> DelethinkParams:
+        """The Delethink parameters whose loop these examples imitate (load_sft_config has checked them)."""
+        return DelethinkParams(**self.params_fields())
 
 
 @dataclass
@@ -159,13 +170,6 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
         ],
         (0 <= config.task.zero_prob <= 1, f"task.zero_prob={config.task.zero_prob}: must be in [0, 1]"),
         (0 <= cont.prob <= 1, f"task.continuation.prob={cont.prob}: must be in [0, 1]"),
-        (
-            cont.keep_head >= 0
-            and cont.keep_tail >= 1
-            and cont.chunk_tokens > cont.keep_head + cont.keep_tail,
-            f"task.continuation: need keep_head >= 0, keep_tail >= 1, chunk_tokens > keep_head + keep_tail; "
-            f"got chunk_tokens={cont.chunk_tokens}, keep_head={cont.keep_head}, keep_tail={cont.keep_tail}",
-        ),
         (config.eval.num_problems >= 0, f"eval.num_problems={config.eval.num_problems}: must be >= 0"),
         (config.eval.max_new_tokens >= 1, f"eval.max_new_tokens={config.eval.max_new_tokens}: must be >= 1"),
         (config.num_threads >= 1, f"num_threads={config.num_threads}: must be >= 1"),
@@ -180,6 +184,7 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
         ),
     ]
     errors = [message for ok, message in rules if not ok]
+    errors += [f"task.continuation.{p}" for p in delethink_param_problems(**cont.params_fields())]
     if errors:
         raise ConfigError("\n".join(errors))
     return config
@@ -207,17 +212,18 @@ def collate(examples: list[tuple[list[int], list[int]]], pad_id: int) -> dict[st
     return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
 
-def delethink_cuts(target_len: int, chunk_tokens: int, later_chunk_tokens: int) -> list[int]:
+def delethink_cuts(target_len: int, params: DelethinkParams) -> list[int]:
     """The token counts after which the Delethink loop cuts a `target_len`-token response: C, C + (C - m),
-    ... A chunk that ends in the response's last token (eos) stops the loop, so no cut is at target_len."""
-    return list(range(chunk_tokens, target_len, later_chunk_tokens))
+    ... A chunk that ends in the response's last token (eos) stops the loop, so no cut is at target_len.
+    (Cuts past I chunks are kept: the examples teach continuing from any boundary.)"""
+    return list(range(params.chunk_size, target_len, params.intermediate_budget))
 
 
 def continuation_example(
-    prompt: list[int], target: list[int], cut: int, keep_head: int, keep_tail: int
+    prompt: list[int], target: list[int], cut: int, params: DelethinkParams
 ) -> tuple[list[int], list[int]]:
     """(question prompt + carry-over of target[:cut], the rest of target): the chunk after a cut."""
-    return prompt + progressive_trim(target[:cut], keep_head, keep_tail), target[cut:]
+    return prompt + params.carry_over(target[:cut]), target[cut:]
 
 
 def draw_training_problem(rng: random.Random, task: TaskConfig) -> Problem:
@@ -235,10 +241,9 @@ def draw_training_example(
     cont = task.continuation
     # prob 0 draws nothing more from rng, so the default stream of problems is the one without this option
     if cont.prob > 0 and rng.random() < cont.prob:
-        later = cont.chunk_tokens - cont.keep_head - cont.keep_tail
-        cuts = delethink_cuts(len(target), cont.chunk_tokens, later)
+        cuts = delethink_cuts(len(target), cont.params)
         if cuts:
-            return continuation_example(prompt, target, rng.choice(cuts), cont.keep_head, cont.keep_tail)
+            return continuation_example(prompt, target, rng.choice(cuts), cont.params)
     return prompt, target
 
 

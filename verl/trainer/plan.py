@@ -25,16 +25,15 @@ def describe_plan(config: PolicyIterationConfig) -> str:
                       f"micro-batch, lr {actor.optim.lr:g}, loss {actor.loss_agg_mode}"),
     ]  # fmt: skip
     if config.is_delethink:
-        dt = config.algorithm.delethink
-        chunks = rollout.multi_turn.max_assistant_turns
+        p = config.delethink_params
         rows += [
             ("environment", "Delethink (Markovian thinking)"),
-            ("chunk budget", f"first C = {data.max_response_length}, later {dt.intermediate_max_new_tokens}, "
-                             f"up to I = {chunks} chunks"),
-            ("carry-over", f"m = keep_head {dt.keep_head} + keep_tail {dt.keep_tail} = "
-                           f"{dt.keep_head + dt.keep_tail} ({dt.trimmer_name} trimmer)"),
-            ("context", f"<= {data.max_prompt_length} prompt + {data.max_response_length} new per chunk"),
-            ("rows per step", f"{trajectories} to {trajectories * chunks} (one per chunk)"),
+            ("chunk budget", f"first C = {p.chunk_size}, later {p.intermediate_budget}, "
+                             f"up to I = {p.max_chunks} chunks"),
+            ("carry-over", f"m = keep_head {p.keep_head} + keep_tail {p.keep_tail} = {p.carry} "
+                           f"({p.trimmer} trimmer)"),
+            ("context", f"<= {data.max_prompt_length} prompt + {p.chunk_size} new per chunk"),
+            ("rows per step", f"{trajectories} to {trajectories * p.max_chunks} (one per chunk)"),
         ]  # fmt: skip
     elif rollout.agent.default_agent_loop == "gym":
         gym = rollout.gym
