@@ -1,89 +1,134 @@
-"""Decode throughput of HFRolloutEngine on this CPU, and what batching concurrent requests buys.
+"""Decode throughput of HFRolloutEngine against plain batched HF `generate`, on this CPU.
 Prints numbers; not a test.
 
-Run: `.venv/bin/python benchmarks/hf_engine_throughput.py` (a few minutes on 2 cores).
+Run: `.venv/bin/python benchmarks/hf_engine_throughput.py` (about 4 minutes on this 2-core
+machine), or `--quick` (under a minute).
 
-Model: random Qwen2 (hidden 128, 4 layers, 4 heads, vocab 64, fp32, sdpa), the size PLATFORM.md
-measured HF generate with. "context" is the prompt length; every request samples `--new-tokens`
-tokens (no eos), so tokens/s counts sampled tokens only, prefill included in the time.
+Model: `verl.models.tiny` (Qwen2, hidden 128, 2 layers, 4 heads, 2 kv heads, byte vocabulary of 263,
+fp32, sdpa), random weights, position table widened to fit the longest case. A case BxP+N sends B
+concurrent requests of P prompt tokens, each sampling exactly N tokens (temperature 1, no top-k /
+top-p, no eos), to our engine, and the same B prompts as one batch to `model.generate`. tokens/s
+counts sampled tokens, prefill included in the time. The two are timed alternately in one process,
+`--repeats` times each, so machine load drifts hit both alike; the ratio is ours / HF for the best
+run of each, and the median of the per-pair ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import random
+import statistics
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import transformers
 
+from verl.models.tiny import build_model, build_tokenizer
 from verl.workers.rollout.base import SamplingParams
 from verl.workers.rollout.hf_engine import HFRolloutEngine
 
+FULL_CASES = ["64x64+1024", "64x512+512", "8x64+1024", "8x512+512"]
+QUICK_CASES = ["64x64+128", "8x64+128"]
 
-def build_model() -> transformers.Qwen2ForCausalLM:
-    torch.manual_seed(0)
-    config = transformers.Qwen2Config(
-        hidden_size=128,
-        intermediate_size=512,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        vocab_size=64,
-        max_position_embeddings=4096,
-        attn_implementation="sdpa",
+
+@dataclass(frozen=True)
+class Case:
+    batch: int
+    prompt: int
+    new: int
+
+    @classmethod
+    def parse(cls, text: str) -> Case:
+        """'BxP+N' -> batch B, prompt P tokens, N new tokens."""
+        batch, rest = text.split("x")
+        prompt, new = rest.split("+")
+        return cls(int(batch), int(prompt), int(new))
+
+    def __str__(self) -> str:
+        return f"{self.batch}x{self.prompt}+{self.new}"
+
+
+def prompts_for(case: Case) -> list[list[int]]:
+    # byte ids 32..126 (printable ASCII): never pad, eos or a special token
+    return [[32 + (row * 7 + 3 * col) % 95 for col in range(case.prompt)] for row in range(case.batch)]
+
+
+def run_engine(model: transformers.PreTrainedModel, case: Case) -> int:
+    """Tokens sampled by HFRolloutEngine for the case's concurrent requests."""
+    engine = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=0, max_num_seqs=case.batch)
+    params = [SamplingParams(max_new_tokens=case.new, seed=row) for row in range(case.batch)]
+
+    async def all_requests():
+        return await asyncio.gather(
+            *(engine.generate(p, s) for p, s in zip(prompts_for(case), params, strict=True))
+        )
+
+    return sum(len(out.token_ids) for out in asyncio.run(all_requests()))
+
+
+def run_hf_generate(model: transformers.PreTrainedModel, case: Case) -> int:
+    """Tokens sampled by one batched `model.generate` call over the same prompts."""
+    input_ids = torch.tensor(prompts_for(case))
+    config = transformers.GenerationConfig(
+        do_sample=True,
+        temperature=1.0,
+        top_k=0,  # generate's default top-k of 50 would filter where our engine does not
+        top_p=1.0,
+        max_new_tokens=case.new,
+        eos_token_id=None,  # no eos: every row samples exactly `new` tokens, as in the engine
+        pad_token_id=0,
     )
-    return transformers.Qwen2ForCausalLM(config).eval()
+    with torch.inference_mode():
+        output = model.generate(
+            input_ids, attention_mask=torch.ones_like(input_ids), generation_config=config
+        )
+    return (output.shape[1] - case.prompt) * case.batch
 
 
-def timed_wave(model, prompt_len: int, max_new_tokens: list[int], repeats: int) -> tuple[float, int]:
-    """Submit one request per entry of `max_new_tokens` concurrently; return (best seconds of `repeats`
-    runs, tokens sampled per run). The best run is the one least disturbed by other processes."""
-    engine = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=0)
-    prompts = [[2 + (i + 3 * j) % 62 for j in range(prompt_len)] for i in range(len(max_new_tokens))]
+def timed(run: Callable[[], int]) -> float:
+    """Tokens per second of one call to `run`."""
+    start = time.perf_counter()
+    tokens = run()
+    return tokens / (time.perf_counter() - start)
 
-    async def main():
-        params = [SamplingParams(max_new_tokens=n, seed=i) for i, n in enumerate(max_new_tokens)]
-        return await asyncio.gather(*(engine.generate(p, s) for p, s in zip(prompts, params, strict=True)))
 
-    best = float("inf")
+def compare(model: transformers.PreTrainedModel, case: Case, repeats: int) -> tuple[list[float], list[float]]:
+    """(engine tok/s, HF tok/s) per repeat, the two timed alternately."""
+    ours, theirs = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
-        outputs = asyncio.run(main())
-        best = min(best, time.perf_counter() - start)
-    return best, sum(len(o.token_ids) for o in outputs)
+        ours.append(timed(lambda: run_engine(model, case)))
+        theirs.append(timed(lambda: run_hf_generate(model, case)))
+    return ours, theirs
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 32, 64])
-    parser.add_argument("--contexts", type=int, nargs="+", default=[64, 256])
-    parser.add_argument("--new-tokens", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", nargs="+", help=f"BxP+N cases (default {' '.join(FULL_CASES)})")
+    parser.add_argument("--repeats", type=int, help="alternating runs per case (default 3; 2 with --quick)")
+    parser.add_argument("--quick", action="store_true", help=f"cases {' '.join(QUICK_CASES)}, 2 repeats")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    args = parser.parse_args(argv)
+    cases = [Case.parse(c) for c in (args.cases or (QUICK_CASES if args.quick else FULL_CASES))]
+    repeats = args.repeats or (2 if args.quick else 3)
+
     torch.set_num_threads(args.threads)
-    model = build_model()
-    timed_wave(model, 16, [8] * 4, repeats=1)  # warm-up: first-call allocations and kernel selection
+    longest = max(c.prompt + c.new for c in cases)
+    model = build_model(build_tokenizer(), max_position_embeddings=max(longest, 64)).eval()
+    warm_up = Case(4, 8, 8)  # first-call allocations and kernel selection, for both
+    run_engine(model, warm_up)
+    run_hf_generate(model, warm_up)
 
-    print(f"new tokens per request: {args.new_tokens}, torch threads: {args.threads}")
-    print(f"{'context':>7} {'batch':>5} {'seconds':>8} {'tok/s':>8} {'vs one-at-a-time':>17}")
-    for context in args.contexts:
-        one_at_a_time = None
-        for batch in args.batch_sizes:
-            seconds, tokens = timed_wave(model, context, [args.new_tokens] * batch, args.repeats)
-            rate = tokens / seconds
-            # a batch of 1 is the one-at-a-time rate: sequential requests each run alone
-            one_at_a_time = one_at_a_time or (rate if batch == 1 else None)
-            speedup = f"{rate / one_at_a_time:.1f}x" if one_at_a_time else "-"
-            print(f"{context:>7} {batch:>5} {seconds:>8.2f} {rate:>8.0f} {speedup:>17}")
-
-    # Rows finishing at different steps (as eos does) exercise dropping finished rows from the batch.
-    lengths = [random.Random(i).randint(1, 2 * args.new_tokens) for i in range(64)]
-    seconds, tokens = timed_wave(model, 64, lengths, args.repeats)
-    longest = 2 * args.new_tokens
-    print(f"ragged finish (64 rows, context 64, 1..{longest} new tokens): {tokens / seconds:.0f} tok/s")
+    print(f"torch threads: {args.threads}, repeats: {repeats} (alternating), tok/s = sampled tokens / s")
+    print(f"{'case BxP+N':>12} {'ours best':>10} {'HF best':>10} {'best/best':>10} {'median pair':>12}")
+    for case in cases:
+        ours, theirs = compare(model, case, repeats)
+        pair_ratio = statistics.median(o / t for o, t in zip(ours, theirs, strict=True))
+        print(
+            f"{case!s:>12} {max(ours):>10.0f} {max(theirs):>10.0f} "
+            f"{max(ours) / max(theirs):>9.2f}x {pair_ratio:>11.2f}x"
+        )
 
 
 if __name__ == "__main__":

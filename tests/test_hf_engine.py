@@ -1,12 +1,16 @@
 import asyncio
 import math
+import runpy
+from pathlib import Path
 
 import pytest
 import torch
 import transformers
 
 from verl.workers.rollout.base import SamplingParams
-from verl.workers.rollout.hf_engine import HFRolloutEngine, sample_next_tokens
+from verl.workers.rollout.hf_engine import HFRolloutEngine, prefill_inputs
+from verl.workers.rollout.kv_cache import SlotKVCache
+from verl.workers.rollout.sampler import as_int64, counter_uniform, sample_next_tokens, splitmix64
 
 torch.set_num_threads(1)
 
@@ -61,36 +65,95 @@ def full_forward_log_probs(
 
 
 def test_sample_next_tokens_against_hand_computed_rows():
-    # vocab order [0.2, 0.5, 0.3]: sorted order is ids 1, 2, 0 with cumulative mass 0.5, 0.8, 1.0
-    row = torch.tensor([0.2, 0.5, 0.3]).log()
-    logits = row.repeat(7, 1)
-    temperature = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0, 2.0, 1.0])
-    top_p = torch.tensor([1.0, 1.0, 0.6, 0.6, 1.0, 1.0, 0.6])
-    top_k = torch.tensor([-1, 1, -1, -1, -1, 2, -1])
-    uniform = torch.tensor([0.6, 0.99, 0.7, 0.6, 0.99, 0.9, 1.0])
+    # probs [0.2, 0.5, 0.3, 0] for ids 0..3 (id 3 has logit -inf).
+    # Vocabulary order (no filter): cumulative mass 0.2, 0.7, 1.0, 1.0.
+    # Sorted order (top-k / top-p): ids 1, 2, 0 with cumulative mass 0.5, 0.8, 1.0.
+    row = torch.tensor([0.2, 0.5, 0.3, 0.0]).log()
+    logits = row.repeat(10, 1)
+    temperature = torch.tensor([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 2.0, 1.0, 1.0])
+    top_p = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.6, 0.6, 1.0, 1.0, 0.6, 1.0])
+    top_k = torch.tensor([-1, -1, -1, 1, -1, -1, -1, 2, -1, -1])
+    uniform = torch.tensor([0.6, 0.1, 0.75, 0.99, 0.7, 0.6, 0.99, 0.9, 1.0, 1.0])
     tokens, log_probs = sample_next_tokens(logits, temperature, top_p, top_k, uniform)
-    # row 0: 0.6 falls in (0.5, 0.8] -> id 2
-    # row 1: top_k=1 keeps only id 1
-    # row 2: top_p=0.6 keeps ids 1, 2 (mass before them 0, 0.5); 0.7 * 0.8 = 0.56 in (0.5, 0.8] -> id 2
-    # row 3: same filter; 0.6 * 0.8 = 0.48 < 0.5 -> id 1
-    # row 4: greedy -> id 1 whatever the draw
-    # row 5: T=2 gives probs ∝ sqrt(p): 0.2628, 0.4155, 0.3218 for ids 0, 1, 2; top_k=2 keeps ids 1, 2
+    # rows 0-2, unfiltered, vocabulary order: 0.6 in (0.2, 0.7] -> id 1; 0.1 <= 0.2 -> id 0;
+    #        0.75 in (0.7, 1.0] -> id 2
+    # row 3: top_k=1 keeps only id 1
+    # row 4: top_p=0.6 keeps ids 1, 2 (mass before them 0, 0.5); 0.7 * 0.8 = 0.56 in (0.5, 0.8] -> id 2
+    # row 5: same filter; 0.6 * 0.8 = 0.48 < 0.5 -> id 1
+    # row 6: greedy -> id 1 whatever the draw
+    # row 7: T=2 gives probs ∝ sqrt(p): 0.2628, 0.4155, 0.3218 for ids 0, 1, 2; top_k=2 keeps ids 1, 2
     #        (mass 0.7372); 0.9 * 0.7372 = 0.6635 > 0.4155 -> id 2
-    # row 6: a draw that lands exactly on the kept mass (float rounding can do that) must still pick
-    #        a kept token: the last one, id 2, not the filtered-out id 0
-    assert tokens.tolist() == [2, 1, 2, 1, 1, 2, 2]
+    # rows 8, 9: a draw that lands exactly on the kept (row 8) or total (row 9) mass, as float rounding
+    #        can make it, must still pick a token of non-zero probability: id 2, not id 0 or id 3
+    assert tokens.tolist() == [1, 0, 2, 1, 2, 1, 1, 2, 2, 2]
     sqrt_total = math.sqrt(0.2) + math.sqrt(0.5) + math.sqrt(0.3)
-    expected = [
-        math.log(0.3),
-        math.log(0.5),
-        math.log(0.3),
-        math.log(0.5),
-        math.log(0.5),
-        math.log(math.sqrt(0.3) / sqrt_total),
-        math.log(0.3),
-    ]
+    expected = [0.5, 0.2, 0.3, 0.5, 0.3, 0.5, 0.5, math.sqrt(0.3) / sqrt_total, 0.3, 0.3]
     # the log-prob is of the unfiltered tempered distribution, not the renormalised filtered one
-    assert torch.allclose(log_probs, torch.tensor(expected), atol=1e-6)
+    assert torch.allclose(log_probs, torch.tensor(expected).log(), atol=1e-6)
+
+
+# The first outputs of splitmix64 seeded with 1234567, from its reference C implementation.
+SPLITMIX64_1234567 = [6457827717110365317, 3203168211198807973, 9817491932198370423, 4593380528125082431]
+
+
+def splitmix64_reference(seed: int, counter: int) -> int:
+    """Plain-Python splitmix64 output `counter` for `seed`, on unsigned 64-bit integers."""
+    mask = 2**64 - 1
+    z = (seed + (counter + 1) * 0x9E3779B97F4A7C15) & mask
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    return z ^ (z >> 31)
+
+
+def test_splitmix64_matches_the_published_sequence_and_a_plain_python_reference():
+    out = splitmix64(torch.full((4,), 1234567), torch.arange(4))
+    assert [v & (2**64 - 1) for v in out.tolist()] == SPLITMIX64_1234567
+    # Many elements take torch's vectorised int64 kernels; seeds span the whole 64-bit range, so the
+    # wrap-around and the sign bit (logical vs arithmetic shift) are exercised.
+    gen = torch.Generator().manual_seed(0)
+    seeds = [int(s) for s in torch.randint(-(2**63), 2**63 - 1, (1000,), generator=gen)]
+    counters = list(range(1000))
+    out = splitmix64(torch.tensor(seeds), torch.tensor(counters))
+    expected = [splitmix64_reference(s & (2**64 - 1), c) for s, c in zip(seeds, counters, strict=True)]
+    assert [v & (2**64 - 1) for v in out.tolist()] == expected
+
+
+def test_counter_uniform_is_the_top_24_bits_of_splitmix64():
+    # 6457827717110365317 >> 40 = 5873360; 3203168211198807973 >> 40 = 2913264 (published outputs above)
+    draws = counter_uniform(torch.full((2,), 1234567), torch.arange(2))
+    assert draws.tolist() == [5873360 / 2**24, 2913264 / 2**24]
+    # A seed past 2**63 (as Python ints allow) keeps its low 64 bits.
+    assert as_int64(2**64 + 5) == 5 and as_int64(2**64 - 1) == -1 and as_int64(2**63) == -(2**63)
+    # 10,000 draws of one seed fill ten equal bins evenly (binomial sd 0.003 per bin).
+    many = counter_uniform(torch.full((10_000,), as_int64(2**63 + 11)), torch.arange(10_000))
+    assert 0 <= float(many.min()) and float(many.max()) < 1
+    bins = torch.histc(many, bins=10, min=0, max=1) / 10_000
+    assert (bins - 0.1).abs().max() < 0.012
+
+
+@pytest.mark.parametrize(
+    ("temperature", "top_p", "top_k", "expected"),
+    [
+        (1.0, 1.0, -1, [0.2, 0.5, 0.3]),
+        (1.0, 0.6, -1, [0.0, 0.5 / 0.8, 0.3 / 0.8]),  # top_p keeps ids 1, 2
+        (2.0, 1.0, 2, [0.0, math.sqrt(0.5), math.sqrt(0.3)]),  # ∝ sqrt(p), top 2 (normalised below)
+    ],
+)
+def test_sampled_frequencies_match_the_distribution(temperature, top_p, top_k, expected):
+    draws = 4000
+    expected = torch.tensor(expected) / sum(expected)
+    logits = torch.tensor([0.2, 0.5, 0.3]).log().repeat(draws, 1)
+    uniform = counter_uniform(torch.full((draws,), 7), torch.arange(draws))
+    tokens, _ = sample_next_tokens(
+        logits,
+        torch.full((draws,), temperature),
+        torch.full((draws,), top_p),
+        torch.full((draws,), top_k),
+        uniform,
+    )
+    frequencies = torch.bincount(tokens, minlength=3) / draws
+    # binomial sd is at most 0.008 for 4000 draws: 0.025 is three of them
+    assert (frequencies - expected).abs().max() < 0.025
 
 
 def test_greedy_batched_equals_one_at_a_time_with_mixed_lengths():
@@ -102,11 +165,25 @@ def test_greedy_batched_equals_one_at_a_time_with_mixed_lengths():
     batched_engine = HFRolloutEngine(model, eos_token_ids=[EOS], pad_token_id=PAD)
     batched = run(batched_engine, requests)
     alone = run_one_at_a_time(HFRolloutEngine(model, eos_token_ids=[EOS], pad_token_id=PAD), requests)
-    assert batched_engine.num_waves == 1 and batched_engine.max_rows_per_forward == 8
+    assert batched_engine.num_prefills == 1 and batched_engine.max_rows_per_forward == 8
     for b, a in zip(batched, alone, strict=True):
         assert b.token_ids == a.token_ids
         assert b.finish_reason == a.finish_reason
         assert torch.allclose(torch.tensor(b.log_probs), torch.tensor(a.log_probs), atol=1e-5)
+
+
+def test_greedy_matches_hf_generate_token_for_token():
+    model = make_model()
+    prompts = [make_prompt(3 + 5 * i, offset=2 * i) for i in range(5)]
+    engine = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD)
+    outputs = run(engine, [(p, SamplingParams(max_new_tokens=24, temperature=0.0)) for p in prompts])
+    config = transformers.GenerationConfig(
+        do_sample=False, max_new_tokens=24, eos_token_id=None, pad_token_id=PAD
+    )
+    for prompt, out in zip(prompts, outputs, strict=True):
+        with torch.no_grad():  # one prompt per call: HF's own left padding is not under test
+            generated = model.generate(torch.tensor([prompt]), generation_config=config)
+        assert out.token_ids == generated[0, len(prompt) :].tolist()
 
 
 def test_log_probs_match_full_sequence_forward():
@@ -123,7 +200,7 @@ def test_log_probs_match_full_sequence_forward():
     for (prompt, p), out in zip(requests, outputs, strict=True):
         assert len(out.token_ids) == 16 and len(out.log_probs) == 16
         expected, logits = full_forward_log_probs(model, prompt, out.token_ids, p.temperature)
-        assert torch.allclose(torch.tensor(out.log_probs), expected, atol=1e-4)
+        assert torch.allclose(torch.tensor(out.log_probs), expected, atol=1e-5)
         if p.temperature == 0:
             assert out.token_ids == logits.argmax(dim=-1).tolist()
 
@@ -183,13 +260,13 @@ def test_concurrent_requests_share_batched_forwards():
     outputs = run(engine, requests)
     assert all(len(o.token_ids) == new_tokens for o in outputs)
     # one prefill + 7 decode steps for all 32 rows, instead of 32 * 8 = 256 single-row forwards
-    assert engine.num_waves == 1
+    assert engine.num_prefills == 1
     assert engine.num_forward_calls == new_tokens
     assert engine.max_rows_per_forward == 32
 
     capped = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD, max_num_seqs=10)
     run(capped, requests)
-    assert capped.num_waves == 4  # 10 + 10 + 10 + 2
+    assert capped.num_prefills == 4  # 10 + 10 + 10 + 2
     assert capped.num_forward_calls == 4 * new_tokens
     assert capped.max_rows_per_forward == 10
 
@@ -210,6 +287,31 @@ def test_seeded_sampling_ignores_batch_composition():
     assert again.token_ids == alone.token_ids
     other_seed = run(engine, [(prompt, SamplingParams(max_new_tokens=20, temperature=1.0, seed=124))])[0]
     assert other_seed.token_ids != alone.token_ids
+
+
+def test_seeded_request_joining_mid_decode_samples_as_if_alone():
+    model = make_model()
+    prompt, seeded = make_prompt(7), SamplingParams(max_new_tokens=20, temperature=1.0, seed=123)
+    alone = run(HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD), [(prompt, seeded)])[0]
+    engine = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD)
+
+    async def main():
+        others = [
+            asyncio.ensure_future(
+                engine.generate(make_prompt(3 + 5 * i, offset=i), SamplingParams(max_new_tokens=30, seed=i))
+            )
+            for i in range(5)
+        ]
+        while engine.num_forward_calls < 4:  # the others are decoding
+            await asyncio.sleep(0)
+        joined = await engine.generate(prompt, seeded)
+        await asyncio.gather(*others)
+        return joined
+
+    joined = asyncio.run(main())
+    assert engine.num_prefills == 2 and engine.max_rows_per_forward == 6  # it joined the running five
+    assert joined.token_ids == alone.token_ids
+    assert joined.log_probs == pytest.approx(alone.log_probs, abs=1e-5)
 
 
 def test_unseeded_requests_follow_the_engine_seed():
@@ -277,31 +379,168 @@ def test_bad_requests_are_rejected_with_a_clear_error(prompt, params, message):
     assert engine.num_forward_calls == 0
 
 
-def test_request_submitted_mid_wave_joins_the_next_wave():
+def test_request_submitted_mid_decode_joins_the_running_batch():
     model = make_model()
     engine = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD)
-    forwards_when_short_finished = []
-
-    async def short_then_follow_up():
-        await engine.generate(make_prompt(5), SamplingParams(max_new_tokens=2))
-        forwards_when_short_finished.append(engine.num_forward_calls)
-        return await engine.generate(make_prompt(8, offset=1), SamplingParams(max_new_tokens=3, seed=4))
+    long_request = (make_prompt(6, offset=2), SamplingParams(max_new_tokens=30, seed=8))
+    follow_up_request = (make_prompt(8, offset=1), SamplingParams(max_new_tokens=3, seed=4))
 
     async def main():
-        long = engine.generate(make_prompt(6, offset=2), SamplingParams(max_new_tokens=10))
-        return await asyncio.gather(short_then_follow_up(), long)
+        long = asyncio.ensure_future(engine.generate(*long_request))
+        await engine.generate(make_prompt(5), SamplingParams(max_new_tokens=2))
+        forwards_at_submit = engine.num_forward_calls
+        follow_up = await engine.generate(*follow_up_request)
+        progress = (forwards_at_submit, engine.num_forward_calls, long.done())
+        return follow_up, await long, progress
 
-    follow_up, long = asyncio.run(main())
-    # the short row is resolved after prefill + 1 decode step, while the long row is still running
-    assert forwards_when_short_finished == [2]
-    assert len(long.token_ids) == 10
-    assert engine.num_waves == 2
-    assert engine.num_forward_calls == 10 + 3  # wave 1 runs to the long row's end; wave 2 is the follow-up
-    alone = run(
-        HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD),
-        [(make_prompt(8, offset=1), SamplingParams(max_new_tokens=3, seed=4))],
-    )[0]
-    assert follow_up.token_ids == alone.token_ids
+    follow_up, long, progress = asyncio.run(main())
+    # The short row is resolved after prefill + 1 decode step. Its caller's follow-up is prefilled at
+    # the next step and decodes beside the long row, finishing 2 steps later while the long row runs on.
+    assert progress == (2, 5, False)
+    assert engine.num_prefills == 2 and engine.max_rows_per_forward == 2
+    assert engine.num_forward_calls == 30 + 1  # the long row's 30 forwards + the follow-up's prefill
+    alone = run_one_at_a_time(
+        HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD), [follow_up_request, long_request]
+    )
+    assert [follow_up.token_ids, long.token_ids] == [a.token_ids for a in alone]
+    assert long.log_probs == pytest.approx(alone[1].log_probs, abs=1e-5)
+
+
+def test_queued_request_takes_a_freed_row_while_others_decode():
+    model = make_model()
+    engine = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD, max_num_seqs=2)
+    requests = [
+        (make_prompt(6), SamplingParams(max_new_tokens=12, seed=1)),
+        (make_prompt(4, offset=1), SamplingParams(max_new_tokens=2, seed=2)),
+        (make_prompt(9, offset=2), SamplingParams(max_new_tokens=3, seed=3)),
+    ]
+    finished_at = {}
+
+    async def generate(name, request):
+        output = await engine.generate(*request)
+        finished_at[name] = engine.num_forward_calls
+        return output
+
+    async def main():
+        return await asyncio.gather(*(generate(i, r) for i, r in enumerate(requests)))
+
+    outputs = asyncio.run(main())
+    # forward 1 prefills rows 0 and 1 (the cap), 2 decodes them and finishes row 1; request 2 takes the
+    # freed row: prefill (3), then it decodes beside row 0 (4, 5) and is done long before row 0 (13)
+    assert finished_at == {1: 2, 2: 5, 0: 13}
+    assert engine.max_rows_per_forward == 2
+    alone = run_one_at_a_time(HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD), requests)
+    assert [o.token_ids for o in outputs] == [a.token_ids for a in alone]
+
+
+def test_finished_rows_leave_and_moved_rows_keep_their_cache():
+    model = make_model()
+    rows_per_forward = []
+    hook = model.register_forward_pre_hook(
+        lambda module, args, kwargs: rows_per_forward.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
+    max_new = [9, 2, 5, 3]
+    prompts = [make_prompt(5 + 3 * i, offset=i) for i in range(4)]
+    engine = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD)
+    outputs = run(
+        engine,
+        [
+            (p, SamplingParams(max_new_tokens=n, temperature=0.0))
+            for p, n in zip(prompts, max_new, strict=True)
+        ],
+    )
+    hook.remove()
+    # Rows finish after 2, 3, 5 and 9 tokens; each forward carries only the rows still decoding. The
+    # first two to finish sit in slots 1 and 3, so later rows are moved into the freed slots.
+    assert rows_per_forward == [4, 4, 3, 2, 2, 1, 1, 1, 1]
+    for prompt, n, out in zip(prompts, max_new, outputs, strict=True):
+        assert out.token_ids == greedy_reference(model, prompt, n, eos_ids=[])[0]
+        expected, _ = full_forward_log_probs(model, prompt, out.token_ids, 0.0)
+        assert torch.allclose(torch.tensor(out.log_probs), expected, atol=1e-5)
+
+
+def test_prefill_inputs_left_pad_and_mask_by_hand():
+    input_ids, mask, position_ids = prefill_inputs([[5, 6, 7], [8]], pad_token_id=0)
+    assert input_ids.tolist() == [[5, 6, 7], [0, 0, 8]]
+    assert position_ids.tolist() == [[0, 1, 2], [0, 0, 0]]
+    assert mask.shape == (2, 1, 3, 3)
+    assert mask[0, 0].int().tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]  # causal
+    # the padded row: its one real token sees only itself; padding queries see only themselves
+    assert mask[1, 0].int().tolist() == [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+    _, no_mask, positions = prefill_inputs([[5, 6], [7, 8]], pad_token_id=0)
+    assert no_mask is None and positions.tolist() == [[0, 1], [0, 1]]  # unpadded: sdpa's causal path
+
+
+def test_slot_cache_moves_survivors_into_holes_and_writes_decode_columns():
+    cache = SlotKVCache(max_rows=8, max_columns=8)
+    # five left-padded prompts of lengths 1..5 (width 5); row r's keys all hold r, its values r + 10
+    keys = torch.arange(5.0).view(5, 1, 1, 1).expand(5, 1, 5, 2)
+    cache.begin_prefill(torch.tensor([1, 2, 3, 4, 5]))
+    assert cache.update(keys, keys + 10, layer_idx=0)[0] is keys  # a prefill attends to itself
+    cache.end_prefill()
+
+    # rows 1 and 2 finish: rows 3 and 4 move into slots 1 and 2 (copying only those two)
+    assert cache.keep_rows([0, 3, 4]) == [0, 3, 4]
+    assert cache.lengths.tolist() == [1, 4, 5]
+    assert cache.values[0][1, 0, :4, 0].tolist() == [13.0] * 4
+
+    mask = cache.begin_decode()  # width 6: the longest row (5) plus this step's token
+    assert mask.shape == (3, 1, 1, 6)
+    assert mask[:, 0, 0].sum(dim=-1).tolist() == [2, 5, 6]
+    new = torch.full((3, 1, 1, 2), 7.0)
+    attended_keys, _ = cache.update(new, new, layer_idx=0)
+    cache.end_decode()
+    assert attended_keys[:, 0, :, 0].tolist() == [
+        [0.0, 7.0, 0.0, 0.0, 0.0, 0.0],
+        [3.0, 3.0, 3.0, 3.0, 7.0, 0.0],
+        [4.0, 4.0, 4.0, 4.0, 4.0, 7.0],
+    ]
+    assert cache.lengths.tolist() == [2, 5, 6]
+
+
+def test_slot_cache_grows_as_rows_join_and_lengthen_keeping_their_contents():
+    cache = SlotKVCache(max_rows=5, max_columns=10)
+    first = torch.ones(2, 1, 3, 2)
+    cache.begin_prefill(torch.tensor([3, 2]))
+    cache.update(first, first, layer_idx=0)
+    cache.end_prefill()
+    assert cache.keys[0].shape == (2, 1, 3, 2)  # just the prompts: no column reserved ahead
+    second = torch.full((2, 1, 4, 2), 2.0)
+    cache.begin_prefill(torch.tensor([4, 4]))
+    cache.update(second, second, layer_idx=0)
+    cache.end_prefill()
+    # doubling: rows min(5, max(4, 2 * 2)) = 4; columns max(4, 2 * 3) = 6
+    assert cache.keys[0].shape == (4, 1, 6, 2)
+    assert cache.keys[0][:, 0, :, 0].tolist() == [
+        [1.0, 1.0, 1.0, 0.0, 0.0, 0.0],
+        [1.0, 1.0, 0.0, 0.0, 0.0, 0.0],
+        [2.0, 2.0, 2.0, 2.0, 0.0, 0.0],
+        [2.0, 2.0, 2.0, 2.0, 0.0, 0.0],
+    ]
+    for step in range(3):  # decoding grows the columns too: widths 5, 6 fit; 7 doubles, capped at 10
+        cache.begin_decode()
+        new = torch.full((4, 1, 1, 2), 3.0 + step)
+        cache.update(new, new, layer_idx=0)
+        cache.end_decode()
+    assert cache.keys[0].shape == (4, 1, 10, 2)
+    assert cache.keys[0][2, 0, :, 0].tolist() == [2.0] * 4 + [3.0, 4.0, 5.0] + [0.0] * 3
+    assert cache.lengths.tolist() == [6, 5, 7, 7]
+
+
+def test_update_weights_refuses_while_requests_are_mid_generation():
+    engine = HFRolloutEngine(make_model(), eos_token_ids=[], pad_token_id=PAD)
+    new_weights = make_model(seed=1).state_dict()
+
+    async def main():
+        request = asyncio.ensure_future(engine.generate(make_prompt(5), SamplingParams(max_new_tokens=20)))
+        while engine.num_forward_calls < 2:
+            await asyncio.sleep(0)
+        with pytest.raises(RuntimeError, match="1 requests are mid-generation"):
+            engine.update_weights(new_weights.items())
+        return await request
+
+    assert len(asyncio.run(main()).token_ids) == 20
+    engine.update_weights(new_weights.items())  # idle again: accepted
 
 
 def test_decode_error_reaches_every_waiting_request():
@@ -328,7 +567,7 @@ def test_decode_error_reaches_every_waiting_request():
     assert len(run(engine, requests[:1])[0].token_ids) == 6  # the engine serves again after the failure
 
 
-def test_engine_recovers_after_its_event_loop_is_shut_down_mid_wave():
+def test_engine_recovers_after_its_event_loop_is_shut_down_mid_decode():
     model = make_model()
     engine = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD)
     requests = [(make_prompt(5 + i), SamplingParams(max_new_tokens=50, seed=i)) for i in range(3)]
@@ -344,19 +583,19 @@ def test_engine_recovers_after_its_event_loop_is_shut_down_mid_wave():
     engine.update_weights(make_model(seed=1).state_dict().items())  # nothing is left in flight
     outputs = run(engine, requests[:2])
     assert [len(o.token_ids) for o in outputs] == [50, 50]
-    assert engine.num_waves == 2  # the abandoned wave, then a fresh one holding only the new requests
+    assert engine.num_prefills == 2  # the abandoned batch, then a fresh one holding only the new requests
 
 
-def test_engine_refuses_a_second_event_loop_while_the_first_is_mid_wave():
+def test_engine_refuses_a_second_event_loop_while_the_first_is_mid_decode():
     engine = HFRolloutEngine(make_model(), eos_token_ids=[], pad_token_id=PAD)
     stalled = asyncio.new_event_loop()
 
-    async def start_a_wave():
+    async def start_decoding():
         while engine.num_forward_calls < 2:
             await asyncio.sleep(0)
 
     stalled.create_task(engine.generate(make_prompt(5), SamplingParams(max_new_tokens=50)))
-    stalled.run_until_complete(start_a_wave())  # the loop then stops mid-wave, its worker suspended
+    stalled.run_until_complete(start_decoding())  # the loop then stops mid-decode, its worker suspended
     second_request = engine.generate(make_prompt(5), SamplingParams(max_new_tokens=5))
     with pytest.raises(RuntimeError, match="another event loop"):  # rather than wait forever
         asyncio.run(asyncio.wait_for(second_request, timeout=10))
@@ -366,3 +605,13 @@ def test_engine_refuses_a_second_event_loop_while_the_first_is_mid_wave():
     stalled.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
     stalled.close()
     assert len(run(engine, [(make_prompt(5), SamplingParams(max_new_tokens=5))])[0].token_ids) == 5
+
+
+def test_throughput_benchmark_quick_mode_runs(capsys):
+    benchmark = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "hf_engine_throughput.py"))
+    benchmark["main"](["--quick", "--cases", "3x5+4", "--repeats", "1"])
+    row = next(line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["3x5+4"])
+    ours, theirs, best_ratio, pair_ratio = row[1:]
+    assert float(ours) > 0 and float(theirs) > 0
+    assert float(best_ratio.rstrip("x")) == pytest.approx(float(ours) / float(theirs), rel=0.01, abs=0.01)
+    assert pair_ratio.endswith("x")

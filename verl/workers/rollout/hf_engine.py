@@ -1,70 +1,70 @@
-"""A batched rollout engine on plain HF transformers, for CPU runs.
+"""A continuously batched rollout engine on plain HF transformers, for CPU runs.
 
 Concurrent `generate` calls land in a pending queue. A background task on the caller's event loop
-takes up to `max_num_seqs` of them as one *wave*: it left-pads the prompts, prefills them in one
-forward, then decodes all rows together with a KV cache, one batched forward per step. A row's future
-is resolved the moment it finishes, and the task yields to the event loop between steps, so a caller
-can already submit its next request; that request joins the next wave.
+runs the batch one step at a time. A step first admits pending requests into free rows (at most
+`max_num_seqs` rows decode at once): one prefill forward over their left-padded prompts stores their
+keys and values in a preallocated cache (`SlotKVCache`) and samples their first tokens. Then one
+decode forward advances every running row by one token. A row leaves the batch the step it finishes
+and its future is resolved at once; the task yields to the event loop between steps, so a caller's
+next request (Delethink's next chunk, a gym turn) joins the running batch at the next step instead
+of waiting for the slowest row.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 import transformers
-from transformers import DynamicCache
 
 from verl.workers.rollout.base import GenerateOutput, RolloutEngine, SamplingParams
+from verl.workers.rollout.kv_cache import SlotKVCache
+from verl.workers.rollout.sampler import as_int64, counter_uniform, sample_next_tokens
 
 
 @dataclass
 class _Request:
     prompt_ids: list[int]
     params: SamplingParams
-    generator: torch.Generator  # the request's own random stream: its tokens ignore its batch mates
+    seed: int  # draw i of this request is counter_uniform(seed, i): its tokens ignore its batch mates
     future: asyncio.Future[GenerateOutput]
     token_ids: list[int] = field(default_factory=list)
     log_probs: list[float] = field(default_factory=list)
 
 
-def sample_next_tokens(
-    logits: torch.Tensor,
-    temperature: torch.Tensor,
-    top_p: torch.Tensor,
-    top_k: torch.Tensor,
-    uniform: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pick one token per row by inverse-CDF sampling; return (tokens, their log-probs).
+@dataclass
+class _Rows:
+    """The running rows' sampling state, entry i for cache slot i: tensors, so that one step samples
+    and checks every row with a few vectorised ops."""
 
-    logits: (rows, vocab). temperature, top_p, uniform: (rows,) floats; top_k: (rows,) ints, -1 = off.
-    A row with temperature 0 is greedy. The returned log-prob is log_softmax(logits / temperature)
-    (plain log_softmax when greedy) before top-k/top-p filtering, which is what the actor recomputes.
-    `uniform` holds one draw in [0, 1) per row from that row's own generator.
-    """
-    vocab_size = logits.shape[-1]
-    greedy = temperature == 0
-    scale = torch.where(greedy, torch.ones_like(temperature), temperature)
-    log_probs = (logits.float() / scale.unsqueeze(-1)).log_softmax(dim=-1)
-    sorted_log_probs, sorted_ids = log_probs.sort(dim=-1, descending=True)
-    sorted_probs = sorted_log_probs.exp()
+    seed: torch.Tensor
+    temperature: torch.Tensor
+    top_p: torch.Tensor
+    top_k: torch.Tensor
+    max_new_tokens: torch.Tensor
+    num_sampled: torch.Tensor  # tokens sampled so far: the counter of the row's next draw
+    last_token: torch.Tensor  # what the row feeds to the next decode step
 
-    # Both filters keep a prefix of the sorted vocabulary; the most likely token always survives
-    # because the mass before it is 0.
-    rank = torch.arange(vocab_size, device=logits.device)
-    k = torch.where(top_k > 0, top_k, vocab_size)
-    mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs
-    kept = (rank < k.unsqueeze(-1)) & (mass_before < top_p.unsqueeze(-1))
-    cdf = (sorted_probs * kept).cumsum(dim=-1)
-    # Scaling the draw by the kept mass renormalises the filtered distribution without dividing.
-    threshold = (uniform * cdf[:, -1]).unsqueeze(-1)
-    position = torch.searchsorted(cdf, threshold, right=True).squeeze(-1)
-    # Rounding can put the threshold on the total mass; stay inside the kept prefix.
-    position = torch.minimum(position, kept.sum(dim=-1) - 1)
-    position = torch.where(greedy, torch.zeros_like(position), position).unsqueeze(-1)
-    return sorted_ids.gather(-1, position).squeeze(-1), sorted_log_probs.gather(-1, position).squeeze(-1)
+    @classmethod
+    def of(cls, requests: list[_Request]) -> _Rows:
+        params = [r.params for r in requests]
+        return cls(
+            seed=torch.tensor([r.seed for r in requests], dtype=torch.long),
+            temperature=torch.tensor([p.temperature for p in params], dtype=torch.float32),
+            top_p=torch.tensor([p.top_p for p in params], dtype=torch.float32),
+            top_k=torch.tensor([p.top_k for p in params], dtype=torch.long),
+            max_new_tokens=torch.tensor([p.max_new_tokens for p in params], dtype=torch.long),
+            num_sampled=torch.zeros(len(requests), dtype=torch.long),
+            last_token=torch.zeros(len(requests), dtype=torch.long),
+        )
+
+    def extended(self, other: _Rows) -> _Rows:
+        return _Rows(*(torch.cat([getattr(self, f.name), getattr(other, f.name)]) for f in fields(self)))
+
+    def selected(self, order: torch.Tensor) -> _Rows:
+        return _Rows(*(getattr(self, f.name)[order] for f in fields(self)))
 
 
 def _check_request(
@@ -91,6 +91,30 @@ def _check_request(
         )
 
 
+def prefill_inputs(
+    prompts: list[list[int]], pad_token_id: int
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Left-padded (input_ids, attention mask (rows, 1, width, width), position_ids) for prefilling
+    `prompts` together. Left padding puts every prompt's last token in the last column, so the
+    forward's last column holds every row's next-token logits. The mask is None when no row is
+    padded: attention is then plain causal, which sdpa runs without materialising a mask."""
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad_token_id, dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
+    pads = width - torch.tensor([len(p) for p in prompts])
+    columns = torch.arange(width)
+    position_ids = (columns - pads.unsqueeze(-1)).clamp(min=0)
+    if not bool(pads.any()):
+        return input_ids, None, position_ids
+    real_key = columns >= pads.unsqueeze(-1)  # (rows, key)
+    causal = columns.unsqueeze(-1) >= columns  # (query, key)
+    # A padding query sees no real key; letting it see itself keeps its softmax finite (an all-masked
+    # row would be NaN). No real query ever attends to a padding column.
+    mask = (causal & real_key.unsqueeze(1)) | torch.eye(width, dtype=torch.bool)
+    return input_ids, mask.unsqueeze(1), position_ids
+
+
 class HFRolloutEngine(RolloutEngine):
     def __init__(
         self,
@@ -102,6 +126,12 @@ class HFRolloutEngine(RolloutEngine):
     ):
         if max_num_seqs < 1:
             raise ValueError(f"max_num_seqs={max_num_seqs}; it must be >= 1")
+        layer_types = set(getattr(model.config, "layer_types", None) or ["full_attention"])
+        if layer_types != {"full_attention"}:
+            # the engine builds one full-attention mask per step; sliding windows would need their own
+            raise NotImplementedError(
+                f"HFRolloutEngine supports full attention only; the model has {layer_types}"
+            )
         self.model = model.eval()  # the engine owns this copy of the policy: no dropout while sampling
         self.eos_token_ids = torch.tensor(list(eos_token_ids), dtype=torch.long)
         self.pad_token_id = pad_token_id
@@ -111,14 +141,16 @@ class HFRolloutEngine(RolloutEngine):
         # Requests without a seed draw one from here, so a whole run is reproducible from `seed`.
         self._seed_generator = torch.Generator().manual_seed(seed)
         self._pending: list[_Request] = []
-        self._in_flight: list[_Request] = []
+        self._running: list[_Request] = []  # request i decodes in cache slot i
+        self._rows: _Rows | None = None
+        self._cache = SlotKVCache(max_rows=max_num_seqs, max_columns=self.max_positions)
         self._worker: asyncio.Task | None = None
         self.num_forward_calls = 0
-        self.num_waves = 0
+        self.num_prefills = 0  # prefill forwards: each admits a group of queued requests into the batch
         self.max_rows_per_forward = 0
 
     async def generate(self, prompt_ids: list[int], sampling_params: SamplingParams) -> GenerateOutput:
-        # Reject bad requests here: inside a wave the error would fail every batch mate.
+        # Reject bad requests here: inside a step the error would fail every batch mate.
         _check_request(prompt_ids, sampling_params, self.vocab_size, self.max_positions)
         seed = sampling_params.seed
         if seed is None:
@@ -126,21 +158,16 @@ class HFRolloutEngine(RolloutEngine):
         loop = asyncio.get_running_loop()
         if self._worker is not None and self._worker.get_loop() is not loop:
             raise RuntimeError("HFRolloutEngine is already serving requests on another event loop")
-        request = _Request(
-            prompt_ids=list(prompt_ids),
-            params=sampling_params,
-            generator=torch.Generator().manual_seed(seed),
-            future=loop.create_future(),
-        )
+        request = _Request(list(prompt_ids), sampling_params, as_int64(seed), loop.create_future())
         self._pending.append(request)
         if self._worker is None:
-            self._worker = loop.create_task(self._serve_pending())
+            self._worker = loop.create_task(self._serve())
         return await request.future
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        if self._in_flight:
+        if self._running:
             raise RuntimeError(
-                f"update_weights called while {len(self._in_flight)} requests are mid-generation; "
+                f"update_weights called while {len(self._running)} requests are mid-generation; "
                 "their KV caches would mix old and new weights"
             )
         # state_dict lists tied weights under every name (lm_head.weight and embed_tokens.weight share
@@ -159,103 +186,119 @@ class HFRolloutEngine(RolloutEngine):
             for name, tensor in updates:
                 targets[name].copy_(tensor)
 
-    async def _serve_pending(self) -> None:
+    async def _serve(self) -> None:
         try:
-            while self._pending:
-                wave = self._pending[: self.max_num_seqs]
-                del self._pending[: len(wave)]
-                self._in_flight = wave
+            while self._pending or self._running:
                 try:
-                    await self._run_wave(wave)
+                    with torch.inference_mode():
+                        self._step()
                 except Exception as error:
-                    for request in wave:
-                        if not request.future.done():
-                            request.future.set_exception(error)
-                self._in_flight = []
+                    self._drop_running(error)
+                # Let resolved callers run (and queue their next request) before the next step.
+                await asyncio.sleep(0)
         except asyncio.CancelledError:
             # Cancelled (e.g. the loop is shutting down): nobody will serve these, so fail them now.
-            for request in self._in_flight + self._pending:
-                if not request.future.done():
-                    request.future.cancel()
-            self._in_flight, self._pending = [], []
+            for request in self._pending:
+                request.future.cancel()
+            self._pending = []
+            self._drop_running(None)
             raise
         finally:
             self._worker = None
+            self._cache.clear()  # idle: give the KV memory back
+
+    def _drop_running(self, error: Exception | None) -> None:
+        """Fail every running request with `error` (cancel it when None) and empty the batch."""
+        for request in self._running:
+            if request.future.done():  # the caller may have been cancelled
+                continue
+            if error is None:
+                request.future.cancel()
+            else:
+                request.future.set_exception(error)
+        self._running, self._rows = [], None
+        self._cache.clear()
+
+    def _step(self) -> None:
+        self._admit_pending()
+        if self._running:
+            self._decode()
+
+    def _admit_pending(self) -> None:
+        joining = self._pending[: self.max_num_seqs - len(self._running)]
+        if not joining:
+            return
+        del self._pending[: len(joining)]
+        first_row = len(self._running)
+        self._running += joining
+        rows = _Rows.of(joining)
+        self._rows = rows if self._rows is None else self._rows.extended(rows)
+
+        self.num_prefills += 1
+        input_ids, mask, position_ids = prefill_inputs([r.prompt_ids for r in joining], self.pad_token_id)
+        self._cache.begin_prefill(torch.tensor([len(r.prompt_ids) for r in joining]))
+        logits = self._forward(input_ids, mask, position_ids)
+        self._cache.end_prefill()
+        self._sample(logits, first_row)
+
+    def _decode(self) -> None:
+        assert self._rows is not None
+        mask = self._cache.begin_decode()
+        positions = self._cache.lengths.unsqueeze(-1)  # the new token's column is its position
+        logits = self._forward(self._rows.last_token.unsqueeze(-1), mask, positions)
+        self._cache.end_decode()
+        self._sample(logits, first_row=0)
 
     def _forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        position_ids: torch.Tensor,
-        cache: DynamicCache,
+        self, input_ids: torch.Tensor, mask: torch.Tensor | None, position_ids: torch.Tensor
     ) -> torch.Tensor:
         self.num_forward_calls += 1
         self.max_rows_per_forward = max(self.max_rows_per_forward, input_ids.shape[0])
-        with torch.inference_mode():
-            out = self.model(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                position_ids=position_ids,
-                past_key_values=cache,
-                use_cache=True,
-                logits_to_keep=1,
-            )
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask={"full_attention": mask},  # a prepared mask: the model builds none
+            position_ids=position_ids,
+            past_key_values=self._cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         return out.logits[:, -1, :]
 
-    async def _run_wave(self, wave: list[_Request]) -> None:
-        self.num_waves += 1
-        prompt_lens = torch.tensor([len(r.prompt_ids) for r in wave])
-        width = int(prompt_lens.max())
-        # Left padding puts every row's last prompt token in the same column, so one decode step
-        # appends one column for all rows.
-        input_ids = torch.full((len(wave), width), self.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(wave), width), dtype=torch.long)
-        for row, request in enumerate(wave):
-            input_ids[row, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
-            attention_mask[row, width - len(request.prompt_ids) :] = 1
-        position_ids = (attention_mask.cumsum(dim=-1) - 1).clamp(min=0)
+    def _sample(self, logits: torch.Tensor, first_row: int) -> None:
+        """Sample the next token of rows first_row.. (whose logits these are), record it, and retire
+        the rows that finished."""
+        assert self._rows is not None
+        rows = slice(first_row, None)
+        state = self._rows
+        uniform = counter_uniform(state.seed[rows], state.num_sampled[rows])
+        tokens, log_probs = sample_next_tokens(
+            logits, state.temperature[rows], state.top_p[rows], state.top_k[rows], uniform
+        )
+        state.last_token[rows] = tokens
+        state.num_sampled[rows] += 1
+        stopped = torch.isin(tokens, self.eos_token_ids)
+        finished = stopped | (state.num_sampled[rows] == state.max_new_tokens[rows])
 
-        temperature = torch.tensor([r.params.temperature for r in wave], dtype=torch.float32)
-        top_p = torch.tensor([r.params.top_p for r in wave], dtype=torch.float32)
-        top_k = torch.tensor([r.params.top_k for r in wave], dtype=torch.long)
-        next_position = prompt_lens.clone()
+        requests = self._running[first_row:]
+        for request, token, log_prob in zip(requests, tokens.tolist(), log_probs.tolist(), strict=True):
+            request.token_ids.append(token)
+            request.log_probs.append(log_prob)
+        done = finished.nonzero().squeeze(-1).tolist()
+        for row in done:
+            request = requests[row]
+            if not request.future.done():  # the caller may have been cancelled
+                reason = "stop" if stopped[row] else "length"
+                request.future.set_result(GenerateOutput(request.token_ids, request.log_probs, reason))
+        if done:
+            self._retire([first_row + row for row in done])
 
-        cache = DynamicCache(config=self.model.config)
-        logits = self._forward(input_ids, attention_mask, position_ids, cache)
-        active = list(wave)
-        while True:
-            uniform = torch.stack([torch.rand((), generator=r.generator) for r in active])
-            tokens, log_probs = sample_next_tokens(logits, temperature, top_p, top_k, uniform)
-            is_eos = torch.isin(tokens, self.eos_token_ids).tolist()
-            still_running = []
-            for row, request in enumerate(active):
-                request.token_ids.append(int(tokens[row]))
-                request.log_probs.append(float(log_probs[row]))
-                if is_eos[row] or len(request.token_ids) == request.params.max_new_tokens:
-                    if not request.future.done():  # the caller may have been cancelled
-                        reason = "stop" if is_eos[row] else "length"
-                        request.future.set_result(
-                            GenerateOutput(request.token_ids, request.log_probs, reason)
-                        )
-                else:
-                    still_running.append(row)
-            if not still_running:
-                return
-            if len(still_running) < len(active):
-                # Drop finished rows from the batch and KV cache. Measured against keeping them (tiny
-                # Qwen2, 1 thread, 64 rows of ragged length, contexts 64 and 256): 1.3-1.5x the tok/s,
-                # 2.6-3.5x when one long row outlives the rest.
-                keep = torch.tensor(still_running)
-                cache.batch_select_indices(keep)
-                active = [active[row] for row in still_running]
-                attention_mask, next_position, tokens = (
-                    attention_mask[keep],
-                    next_position[keep],
-                    tokens[keep],
-                )
-                temperature, top_p, top_k = temperature[keep], top_p[keep], top_k[keep]
-            # Let resolved callers run (and queue their next request) before the next step.
-            await asyncio.sleep(0)
-            attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(active), 1))], dim=-1)
-            logits = self._forward(tokens.unsqueeze(-1), attention_mask, next_position.unsqueeze(-1), cache)
-            next_position += 1
+    def _retire(self, slots: list[int]) -> None:
+        """Drop the finished rows in `slots` from the batch, freeing their rows for queued requests."""
+        # Every forward then carries only rows still decoding. Measured with the earlier wave engine
+        # against keeping finished rows (tiny Qwen2, 1 thread, 64 rows of ragged length, contexts 64
+        # and 256): 1.3-1.5x the tok/s, 2.6-3.5x when one long row outlives the rest.
+        assert self._rows is not None
+        finished = set(slots)
+        order = self._cache.keep_rows([s for s in range(len(self._running)) if s not in finished])
+        self._running = [self._running[slot] for slot in order]
+        self._rows = self._rows.selected(torch.tensor(order, dtype=torch.long))
