@@ -66,6 +66,25 @@ EXPECTED = {
         "trainer.group": "tiny_markovian",
         "trainer.default_local_dir": "outputs/tiny_delethink",
     },
+    "testbed_longcot": {
+        "data.max_response_length": 512,  # B
+        "data.max_prompt_length": 160,
+        "actor_rollout_ref.rollout.agent.default_agent_loop": "single_turn",
+        "actor_rollout_ref.rollout.val_kwargs.do_sample": True,
+        "trainer.group": "markovian_testbed",
+        "trainer.default_local_dir": "outputs/testbed_longcot",
+    },
+    "testbed_delethink": {
+        "algorithm.delethink.chunk_size": 128,  # C = B / 4
+        "data.max_response_length": 128,
+        "algorithm.delethink.keep_head": 9,  # m = 9 + 55 = C / 2
+        "algorithm.delethink.keep_tail": 55,
+        "algorithm.delethink.max_chunks": 7,
+        "actor_rollout_ref.rollout.agent.default_agent_loop": "delethink",
+        "reward_model.reward_manager": "delethink",
+        "trainer.name": "delethink",
+        "trainer.group": "markovian_testbed",
+    },
     "r1d-1.5b_deepscaler": {
         "actor_rollout_ref.model.path": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
         "data.train_batch_size": 128,
@@ -94,6 +113,8 @@ EXPECTED = {
 BUDGETS = {
     "tiny_longcot": 128,
     "tiny_delethink": 128,  # 32 + 6 * 16
+    "testbed_longcot": 512,
+    "testbed_delethink": 512,  # 128 + 6 * 64
     "r1d-1.5b_deepscaler_longcot_8k": 8192,
     "r1d-1.5b_deepscaler_longcot_24k": 24576,
     "r1d-1.5b_deepscaler_delethink_24k": 24576,  # 8192 + 4 * 4096
@@ -106,7 +127,7 @@ def _overrides(name: str) -> list[str]:
 
 
 def test_every_yaml_in_the_config_dir_is_covered():
-    other_entry_points = {"sft_tiny", "eval"}  # main_sft's and main_eval's configs
+    other_entry_points = {"sft_tiny", "sft_testbed", "eval"}  # main_sft's and main_eval's configs
     names = {p.stem for p in CONFIG_DIR.glob("*.yaml")} - other_entry_points
     assert names == set(EXPECTED)
 

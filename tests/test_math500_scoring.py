@@ -24,7 +24,7 @@ def rows():
 
 
 def as_finished_trace(solution: str) -> str:
-    """A reference solution as the answer part of a trace whose thinking closed (the reward needs </think>)."""
+    """A reference solution as the answer of a trace whose thinking closed (the reward needs </think>)."""
     return "</think>" + solution
 
 

@@ -18,6 +18,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.agent_loop.delethink_params import DelethinkParams
+from verl.data import shift_register
 from verl.data.rl_dataset import PromptItem, encode_prompt
 from verl.data.synthetic import solve
 from verl.models.tiny import build_model, build_tokenizer, save_tiny
@@ -45,6 +46,7 @@ def train_config(**overrides) -> main_sft.TrainConfig:
         seed=0,
         stop_at_accuracy=None,
         check_every=1,
+        micro_batches=1,
     )
     return main_sft.TrainConfig(**{**values, **overrides})
 
@@ -66,11 +68,17 @@ def test_encode_example_is_chat_prompt_then_reference_response_and_eos(tokenizer
 
 
 def test_training_problems_follow_the_task_config():
-    task = main_sft.TaskConfig(min_terms=2, max_terms=3, zero_prob=1.0)
+    task = main_sft.TaskConfig(min_size=2, max_size=3, zero_prob=1.0)
     rng = random.Random(0)
     problems = [main_sft.draw_training_problem(rng, task) for _ in range(50)]
-    assert {p.num_terms for p in problems} == {2, 3}
+    assert {p.num_terms for p in problems} == {p.size for p in problems} == {2, 3}
     assert all(p.answer == "0" and set(p.question) <= set("abc0 ") for p in problems)
+    # the shift register: sizes are steps; a larger max_size (continuation problems) widens the range
+    task = main_sft.TaskConfig(name="shift_register", min_size=4, max_size=6)
+    problems = [main_sft.draw_training_problem(rng, task) for _ in range(50)]
+    assert {p.num_steps for p in problems} == {4, 5, 6}
+    assert all(p == shift_register.solve(p.question[:4], p.num_steps) for p in problems)
+    assert {main_sft.draw_training_problem(rng, task, 40).size for _ in range(200)} == set(range(4, 41))
 
 
 def test_delethink_cuts_fall_after_c_then_every_c_minus_m_and_never_at_the_end():
@@ -81,12 +89,19 @@ def test_delethink_cuts_fall_after_c_then_every_c_minus_m_and_never_at_the_end()
     assert main_sft.delethink_cuts(32, params) == []  # chunk 1 holds it all, eos included
 
 
-def test_continuation_example_is_prompt_plus_head_and_tail_then_the_rest():
-    target = list(range(100, 140))
+def test_continuation_example_is_prompt_plus_head_and_tail_then_the_next_chunk():
+    target = list(range(100, 160))
     params = DelethinkParams(chunk_size=32, keep_head=4, keep_tail=12)
-    prompt, rest = main_sft.continuation_example([1, 2], target, cut=32, params=params)
+    prompt, chunk = main_sft.continuation_example([1, 2], target, cut=32, params=params)
     assert prompt == [1, 2, 100, 101, 102, 103, *range(120, 132)]
-    assert rest == list(range(132, 140))
+    assert chunk == list(range(132, 148))  # C - m = 16 tokens: where the loop cuts again
+    _, last_chunk = main_sft.continuation_example([1, 2], target, cut=48, params=params)
+    assert last_chunk == list(range(148, 160))  # the response ends inside this chunk
+    # cut 0: the first chunk, the question alone and C tokens
+    assert main_sft.continuation_example([1, 2], target, cut=0, params=params) == (
+        [1, 2],
+        list(range(100, 132)),
+    )
 
 
 class ReplayEngine(RolloutEngine):
@@ -123,14 +138,14 @@ def test_continuation_prompts_are_the_prompts_the_delethink_loop_sends(tokenizer
     cuts = main_sft.delethink_cuts(len(target), params)
     assert len(cuts) == len(engine.prompts) - 1 >= 1
     assert engine.prompts[0] == prompt
-    for cut, sent in zip(cuts, engine.prompts[1:], strict=True):
-        example_prompt, rest = main_sft.continuation_example(prompt, target, cut, params)
+    for cut, sent, turn in zip([0, *cuts], engine.prompts, trajectory.turns, strict=True):
+        example_prompt, chunk = main_sft.continuation_example(prompt, target, cut, params)
         assert example_prompt == sent
-        assert rest == target[cut:]
+        assert chunk == turn.response_ids  # the example's target is exactly the chunk the loop generated
 
 
 def test_continuation_option_off_draws_the_same_examples_as_before(tokenizer):
-    task = main_sft.TaskConfig(min_terms=1, max_terms=12, zero_prob=0.3)
+    task = main_sft.TaskConfig(min_size=1, max_size=12, zero_prob=0.3)
     rng_new, rng_old = random.Random(5), random.Random(5)
     for _ in range(40):
         # the stream before the option existed: draw a problem (a..z labels) and encode it whole
@@ -142,15 +157,18 @@ def test_continuation_option_off_draws_the_same_examples_as_before(tokenizer):
 
 def test_continuation_option_on_mixes_in_resumed_traces(tokenizer):
     cont = main_sft.ContinuationConfig(prob=0.5, chunk_size=32, keep_head=4, keep_tail=12)
-    task = main_sft.TaskConfig(min_terms=8, max_terms=12, zero_prob=0.0, labels="abcdef", continuation=cont)
+    task = main_sft.TaskConfig(min_size=8, max_size=12, zero_prob=0.0, labels="abcdef", continuation=cont)
     rng = random.Random(0)
     examples = [main_sft.draw_training_example(rng, tokenizer, task) for _ in range(200)]
     think = tokenizer.convert_tokens_to_ids("<think>")
     resumed = [(p, t) for p, t in examples if p[-1] != think]
-    assert 70 <= len(resumed) <= 130  # about half (8+ terms: every trace is cut at least once)
+    # a chunk after a cut in about half of the examples, less the first chunks (8+ terms: 2-3 chunks)
+    assert 50 <= len(resumed) <= 100
+    first_chunks = [t for p, t in examples if p[-1] == think and t[-1] != tokenizer.eos_token_id]
+    assert first_chunks and all(len(t) == 32 for t in first_chunks)  # the question alone, C tokens
     for p, t in resumed:
         assert len(p) - (p.index(think) + 1) == 16  # a carry-over of keep_head + keep_tail tokens
-        assert t[-1] == tokenizer.eos_token_id
+        assert len(t) == 16 or t[-1] == tokenizer.eos_token_id  # one chunk: C - m tokens, or to the end
     labels = {label for p, t in examples for label in re.findall(r"([a-z])[0-9]", tokenizer.decode(p + t))}
     assert labels == set("abcdef")
 
@@ -177,7 +195,7 @@ def test_a_few_steps_lower_the_loss_on_a_fixed_batch(tokenizer):
     )
     with torch.no_grad():
         before = main_sft.sft_loss(model, batch).item()
-    losses = main_sft.train(model, lambda: batch, train_config(steps=10))
+    losses = main_sft.train(model, lambda: [batch], train_config(steps=10))
     with torch.no_grad():
         after = main_sft.sft_loss(model, batch).item()
     assert len(losses) == 10
@@ -206,7 +224,7 @@ def test_training_stops_once_the_accuracy_target_is_reached(tokenizer):
     batch = main_sft.collate([main_sft.encode_example(tokenizer, solve([1]))], tokenizer.pad_token_id)
     readings = iter([0.1, 0.3, 0.5, 0.9])
     cfg = train_config(steps=20, stop_at_accuracy=0.4, check_every=2)
-    losses = main_sft.train(model, lambda: batch, cfg, lambda: next(readings))
+    losses = main_sft.train(model, lambda: [batch], cfg, lambda: next(readings))
     assert len(losses) == 6  # checks after steps 2 (0.1), 4 (0.3) and 6 (0.5 >= 0.4)
 
 
@@ -238,15 +256,31 @@ def test_config_errors_name_the_key_and_value(tmp_path):
     save_tiny(tmp_path / "init")
     model = f"model.path={tmp_path / 'init'}"
     config = main_sft.load_sft_config(compose_sft(model, f"output_dir={tmp_path / 'sft'}"))
-    assert config.train.steps >= 1 and config.eval.min_terms == 4
+    assert config.train.steps >= 1 and config.eval.min_size == 4
 
     with pytest.raises(ConfigError, match="train.lr: Value 'fast'"):
         main_sft.load_sft_config(compose_sft(model, "train.lr=fast"))
     with pytest.raises(ConfigError) as error:
-        main_sft.load_sft_config(compose_sft(model, "train.steps=0", "task.max_terms=30"))
+        main_sft.load_sft_config(compose_sft(model, "train.steps=0", "task.max_size=30"))
     assert "train.steps=0: must be >= 1" in str(error.value)
-    assert "task.min_terms=1, task.max_terms=30" in str(error.value)
+    assert "task.min_size=1, task.max_size=30: need 1 <= min_size <= max_size <= 26 (running_sum)" in str(
+        error.value
+    )
 
+    with pytest.raises(
+        ConfigError, match=r"task.name='sum': must be one of \['running_sum', 'shift_register'\]"
+    ):
+        main_sft.load_sft_config(compose_sft(model, "task.name=sum"))
+    with pytest.raises(ConfigError) as error:
+        main_sft.load_sft_config(
+            compose_sft(
+                model, "task.name=shift_register", "task.max_size=30", "task.continuation.max_size=1000"
+            )
+        )
+    assert (
+        "task.continuation.min_size=1, task.continuation.max_size=1000: need 1 <= min_size <= max_size <= 999"
+        in str(error.value)
+    )
     with pytest.raises(ConfigError, match="task.labels='aa'"):
         main_sft.load_sft_config(compose_sft(model, "task.labels=aa"))
     with pytest.raises(ConfigError) as error:
@@ -308,3 +342,46 @@ def test_cli_writes_a_loadable_checkpoint(tmp_path):
     assert set(metrics["eval"]) == {"4", "5", "6", "7", "8", "9", "10", "11", "12", "all"}
     assert "steps: 3" in (out / "sft_config.yaml").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["init", "sft"]  # no temp dirs left behind
+
+
+def test_length_sorted_micro_batches_give_the_one_batch_gradient(tokenizer):
+    # whole traces of 1..40 steps and short chunks: very different lengths, as in the testbed's SFT
+    rng = random.Random(0)
+    task = main_sft.TaskConfig(
+        name="shift_register",
+        min_size=1,
+        max_size=40,
+        continuation=main_sft.ContinuationConfig(
+            prob=0.5, max_size=90, chunk_size=64, keep_head=9, keep_tail=23
+        ),
+    )
+    examples = [main_sft.draw_training_example(rng, tokenizer, task) for _ in range(12)]
+    pieces = main_sft.length_sorted_micro_batches(examples, 4, tokenizer.pad_token_id)
+    assert [len(p["input_ids"]) for p in pieces] == [3, 3, 3, 3]
+    widths = [p["input_ids"].shape[1] for p in pieces]
+    assert widths == sorted(widths) and widths[0] < widths[-1]  # each piece pads only to its own longest
+    assert sum(main_sft.num_targets(p) for p in pieces) == sum(len(t) for _, t in examples)
+    assert len(main_sft.length_sorted_micro_batches(examples[:2], 4, tokenizer.pad_token_id)) == 2
+
+    def gradient(micro_batches):
+        model = build_model(tokenizer, seed=0)
+        loss = main_sft.backward_mean_loss(model, micro_batches)
+        return loss, torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    whole_loss, whole_grad = gradient([main_sft.collate(examples, tokenizer.pad_token_id)])
+    split_loss, split_grad = gradient(pieces)
+    assert split_loss == pytest.approx(whole_loss, rel=1e-5)
+    assert torch.allclose(split_grad, whole_grad, atol=1e-6, rtol=1e-4)
+
+
+def test_the_testbed_config_loads_and_its_sizes_fit_the_budgets(tmp_path):
+    save_tiny(tmp_path / "init")
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose(config_name="sft_testbed", overrides=[f"model.path={tmp_path / 'init'}"])
+    config = main_sft.load_sft_config(cfg)
+    cont = config.task.continuation
+    assert (config.task.name, cont.params.chunk_size, cont.params.carry) == ("shift_register", 128, 64)
+    # whole traces fill at most B = 512 = 4 C; continuation problems reach 4B
+    assert shift_register.thinking_tokens(config.task.max_size) <= 4 * cont.chunk_size
+    assert shift_register.thinking_tokens(config.task.max_size + 1) > 4 * cont.chunk_size
+    assert shift_register.steps_for_thinking_tokens(16 * cont.chunk_size) == config.task.continuation_max_size

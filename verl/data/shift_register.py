@@ -100,9 +100,11 @@ def problem_sizes(count: int, min_steps: int, max_steps: int) -> list[int]:
     return [min_steps + round(i * (max_steps - min_steps) / (count - 1)) for i in range(count)]
 
 
-def row(problem: Problem, index: int, split: str) -> dict:
+def row(problem: Problem, index: int, split: str, data_source: str = DATA_SOURCE) -> dict:
+    """A prompt row in the training format; `data_source` may name a subset (any `synthetic/` source is
+    scored by the same exact verifier)."""
     return {
-        "data_source": DATA_SOURCE,
+        "data_source": data_source,
         "prompt": [{"role": "user", "content": problem.question}],
         "reward_model": {"style": "rule", "ground_truth": problem.answer},
         "extra_info": {

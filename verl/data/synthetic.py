@@ -40,6 +40,11 @@ class Problem:
         return len(self.question.split())
 
     @property
+    def size(self) -> int:
+        """The difficulty knob: the number of terms."""
+        return self.num_terms
+
+    @property
     def response(self) -> str:
         """The reference output following the generation prompt's `<think>` (end-of-sequence not included)."""
         return f"{self.thinking}{THINK_END}\\boxed{{{self.answer}}}"

@@ -1,11 +1,12 @@
 """SFT warm start: `python -m verl.trainer.main_sft [key=value ...]` (config: config/sft_tiny.yaml).
 
-Teaches the tiny model the reference LongCoT traces of the running-sum task (verl/data/synthetic.py):
-prompt = chat template + generation prompt, target = `THINKING</think>\\boxed{A}<|end|>`, loss on the
-target tokens only. Opt-in (task.continuation.prob > 0): some examples are the reference trace resumed
-from a Delethink chunk boundary (prompt = question + carry-over), so the model learns to continue a
-chunk; task.labels sets the label alphabet. Problems are drawn on the fly from `train.seed`, in a stream
-separate from the RL data files. Training stops early once the model is *partly* good
+Teaches the tiny model the reference LongCoT traces of a synthetic task (task.name: `running_sum`,
+verl/data/synthetic.py, or `shift_register`, verl/data/shift_register.py): prompt = chat template +
+generation prompt, target = `THINKING</think>\\boxed{A}<|end|>`, loss on the target tokens only. Opt-in
+(task.continuation.prob > 0): some examples are the chunk the Delethink loop generates after a cut
+(prompt = question + carry-over), so the model learns to continue a chunk. Problems are drawn on the fly
+from `train.seed`, in a stream separate from the RL data files. Training stops early once the model is
+*partly* good
 (train.stop_at_accuracy), so that RL has something left to learn. At the end a held-out evaluation prints
 accuracy by problem size (greedy and temperature 1), then the model and tokenizer are saved with
 `save_pretrained`, atomically, to `output_dir`, with the resolved config (sft_config.yaml) and the losses
@@ -25,6 +26,7 @@ from functools import cached_property
 from pathlib import Path
 
 import hydra
+import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -33,6 +35,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from transformers.utils import logging as hf_logging
 
 from verl.agent_loop.delethink_params import DelethinkParams, delethink_param_problems
+from verl.data import shift_register
 from verl.data.synthetic import (
     LABELS,
     Problem,
@@ -65,7 +68,13 @@ class ContinuationConfig:
     have training's names (algorithm.delethink) and build the same DelethinkParams.
     """
 
-    prob: float = 0.0  # share of training problems turned into a continuation example (if cut at all)
+    prob: float = (
+        0.0  # share of training examples that are a continuation chunk (if the problem is cut at all)
+    )
+    # continuation problems are drawn from sizes [task.min_size, max_size]; null: task.max_size. Larger
+    # shows the model chunks from deep inside problems longer than any of its whole traces, at the
+    # positions a Delethink chunk has, while its whole traces stay within the training budget
+    max_size: int | None = None
     chunk_size: int = 32  # C
     keep_head: int = 4  # carry-over: the first keep_head thinking tokens
     keep_tail: int = 12  # carry-over: the last keep_tail thinking tokens
@@ -80,9 +89,16 @@ class ContinuationConfig:
         return DelethinkParams(**self.params_fields())
 
 
+TaskProblem = (
+    Problem | shift_register.Problem
+)  # what every task's generator returns: question, response, size
+TASK_MAX_SIZE = {"running_sum": len(LABELS), "shift_register": shift_register.MAX_STEPS}
+
+
 @dataclass
 class TaskConfig:
-    """The training problems. They differ from the RL data on purpose, to get past two plateaus fast:
+    """The training problems. For the running sum they differ from the RL data on purpose, to get past
+    two plateaus fast:
 
     - short problems (from 1 term) teach the label lookup that copies a term's digit into the thinking;
     - extra zero digits: with uniform digits the next running sum is independent of the previous sum alone
@@ -90,11 +106,16 @@ class TaskConfig:
       adds 0 copies the previous sum, which starts the model reading it.
     """
 
-    min_terms: int
-    max_terms: int
-    zero_prob: float  # each digit is 0 with this probability, else uniform over 0..9
-    labels: str = LABELS  # term i is labelled labels[i % len(labels)], here and in the held-out problems
+    name: str = "running_sum"  # running_sum (size: terms) | shift_register (size: steps)
+    min_size: int = 1  # whole-trace problem sizes are drawn uniformly from [min_size, max_size]
+    max_size: int = 12
+    zero_prob: float = 0.0  # running_sum: each digit is 0 with this probability, else uniform over 0..9
+    labels: str = LABELS  # running_sum: term i is labelled labels[i % len(labels)], also when held out
     continuation: ContinuationConfig = field(default_factory=ContinuationConfig)
+
+    @property
+    def continuation_max_size(self) -> int:
+        return self.max_size if self.continuation.max_size is None else self.continuation.max_size
 
 
 @dataclass
@@ -106,6 +127,9 @@ class TrainConfig:
     min_lr_ratio: float  # the cosine decay ends at lr * min_lr_ratio
     weight_decay: float
     grad_clip: float
+    # each batch is sorted by length and split into this many forwards whose losses add up to the batch's
+    # (same gradient, less padding: whole traces and short continuation chunks stop padding each other)
+    micro_batches: int
     seed: int
     # Early stop once the temperature-1 accuracy on held-out check problems reaches this (None: train all
     # steps). The lookup and the addition are each learned in a sudden jump whose timing varies with the
@@ -116,9 +140,9 @@ class TrainConfig:
 
 @dataclass
 class EvalConfig:
-    num_problems: int  # held-out problems with uniform digits, spread evenly over the sizes
-    min_terms: int  # the sizes of the RL data
-    max_terms: int
+    num_problems: int  # held-out problems (running sum: uniform digits), spread evenly over the sizes
+    min_size: int  # the sizes of the RL data
+    max_size: int
     max_new_tokens: int
 
 
@@ -151,6 +175,7 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
     rules = [
         (t.steps >= 1, f"train.steps={t.steps}: must be >= 1"),
         (t.batch_size >= 1, f"train.batch_size={t.batch_size}: must be >= 1"),
+        (t.micro_batches >= 1, f"train.micro_batches={t.micro_batches}: must be >= 1"),
         (t.lr > 0, f"train.lr={t.lr}: must be > 0"),
         (0 <= t.warmup_steps <= t.steps, f"train.warmup_steps={t.warmup_steps}: must be in [0, train.steps]"),
         (0 <= t.min_lr_ratio <= 1, f"train.min_lr_ratio={t.min_lr_ratio}: must be in [0, 1]"),
@@ -160,13 +185,21 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
             f"train.stop_at_accuracy={t.stop_at_accuracy} needs held-out problems: eval.num_problems="
             f"{config.eval.num_problems} must be > 0 (or set train.stop_at_accuracy=null)",
         ),
+        (
+            config.task.name in TASK_MAX_SIZE,
+            f"task.name={config.task.name!r}: must be one of {sorted(TASK_MAX_SIZE)}",
+        ),
         *[
             (
-                1 <= section.min_terms <= section.max_terms <= len(LABELS),
-                f"{name}.min_terms={section.min_terms}, {name}.max_terms={section.max_terms}: "
-                f"need 1 <= min_terms <= max_terms <= {len(LABELS)}",
+                1 <= low <= high <= TASK_MAX_SIZE.get(config.task.name, high),
+                f"{name}.min_size={low}, {name}.max_size={high}: need 1 <= min_size <= max_size <= "
+                f"{TASK_MAX_SIZE.get(config.task.name)} ({config.task.name})",
             )
-            for name, section in (("task", config.task), ("eval", config.eval))
+            for name, low, high in (
+                ("task", config.task.min_size, config.task.max_size),
+                ("eval", config.eval.min_size, config.eval.max_size),
+                ("task.continuation", config.task.min_size, config.task.continuation_max_size),
+            )
         ],
         (0 <= config.task.zero_prob <= 1, f"task.zero_prob={config.task.zero_prob}: must be in [0, 1]"),
         (0 <= cont.prob <= 1, f"task.continuation.prob={cont.prob}: must be in [0, 1]"),
@@ -190,7 +223,7 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
     return config
 
 
-def encode_example(tokenizer: PreTrainedTokenizerBase, problem: Problem) -> tuple[list[int], list[int]]:
+def encode_example(tokenizer: PreTrainedTokenizerBase, problem: TaskProblem) -> tuple[list[int], list[int]]:
     """(prompt ids, target ids): the chat prompt ending in `<think>`, and the reference response + eos."""
     messages = [{"role": "user", "content": problem.question}]
     prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=False)
@@ -222,41 +255,79 @@ def delethink_cuts(target_len: int, params: DelethinkParams) -> list[int]:
 def continuation_example(
     prompt: list[int], target: list[int], cut: int, params: DelethinkParams
 ) -> tuple[list[int], list[int]]:
-    """(question prompt + carry-over of target[:cut], the rest of target): the chunk after a cut."""
-    return prompt + params.carry_over(target[:cut]), target[cut:]
+    """(question prompt + carry-over of target[:cut], the tokens the loop generates next): the chunk after
+    a cut, which ends at the next cut or at the response's end; cut 0 is the first chunk (the question
+    alone, C tokens). Only that chunk is a target, so no example puts a token further from its prompt
+    than a Delethink chunk does."""
+    if cut == 0:
+        return prompt, target[: params.chunk_size]
+    return prompt + params.carry_over(target[:cut]), target[cut : cut + params.intermediate_budget]
 
 
-def draw_training_problem(rng: random.Random, task: TaskConfig) -> Problem:
-    num_terms = rng.randint(task.min_terms, task.max_terms)
-    digits = [0 if rng.random() < task.zero_prob else rng.randrange(10) for _ in range(num_terms)]
+def draw_training_problem(rng: random.Random, task: TaskConfig, max_size: int | None = None) -> TaskProblem:
+    """A problem of a size drawn uniformly from [task.min_size, max_size or task.max_size]."""
+    size = rng.randint(task.min_size, task.max_size if max_size is None else max_size)
+    if task.name == "shift_register":
+        return shift_register.make_problem(rng, size)
+    digits = [0 if rng.random() < task.zero_prob else rng.randrange(10) for _ in range(size)]
     return solve(digits, task.labels)
 
 
 def draw_training_example(
     rng: random.Random, tokenizer: PreTrainedTokenizerBase, task: TaskConfig
 ) -> tuple[list[int], list[int]]:
-    """A whole reference trace, or with probability task.continuation.prob its resumption from a cut drawn
-    uniformly among the trace's cuts (a trace too short to be cut stays whole)."""
-    prompt, target = encode_example(tokenizer, draw_training_problem(rng, task))
+    """A whole reference trace, or with probability task.continuation.prob one chunk of a problem up to
+    task.continuation_max_size, drawn uniformly among the chunks the Delethink loop would generate (the
+    first one included: it teaches starting problems longer than any whole trace)."""
     cont = task.continuation
     # prob 0 draws nothing more from rng, so the default stream of problems is the one without this option
     if cont.prob > 0 and rng.random() < cont.prob:
-        cuts = delethink_cuts(len(target), cont.params)
-        if cuts:
-            return continuation_example(prompt, target, rng.choice(cuts), cont.params)
-    return prompt, target
+        prompt, target = encode_example(
+            tokenizer, draw_training_problem(rng, task, task.continuation_max_size)
+        )
+        cut = rng.choice([0, *delethink_cuts(len(target), cont.params)])
+        return continuation_example(prompt, target, cut, cont.params)
+    return encode_example(tokenizer, draw_training_problem(rng, task))
+
+
+def length_sorted_micro_batches(
+    examples: list[tuple[list[int], list[int]]], num_micro_batches: int, pad_id: int
+) -> list[dict[str, torch.Tensor]]:
+    """The examples sorted by length and cut into up to `num_micro_batches` collated pieces of near-equal
+    row counts, so that each piece pads only to its own longest example."""
+    ordered = sorted(examples, key=lambda e: len(e[0]) + len(e[1]))
+    bounds = np.linspace(0, len(ordered), min(num_micro_batches, len(ordered)) + 1).round().astype(int)
+    return [collate(ordered[a:b], pad_id) for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def sample_batch(
-    rng: random.Random, tokenizer: PreTrainedTokenizerBase, batch_size: int, task: TaskConfig
-) -> dict[str, torch.Tensor]:
-    examples = [draw_training_example(rng, tokenizer, task) for _ in range(batch_size)]
-    return collate(examples, tokenizer.pad_token_id)
+    rng: random.Random, tokenizer: PreTrainedTokenizerBase, train: TrainConfig, task: TaskConfig
+) -> list[dict[str, torch.Tensor]]:
+    examples = [draw_training_example(rng, tokenizer, task) for _ in range(train.batch_size)]
+    return length_sorted_micro_batches(examples, train.micro_batches, tokenizer.pad_token_id)
 
 
 def sft_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Mean next-token cross-entropy over the target tokens of the batch."""
     return model(**batch).loss
+
+
+def num_targets(batch: dict[str, torch.Tensor]) -> int:
+    """Tokens the loss is taken over (the causal LM predicts labels[1:] from the tokens before them)."""
+    return int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
+
+
+def backward_mean_loss(model: PreTrainedModel, micro_batches: list[dict[str, torch.Tensor]]) -> float:
+    """Backpropagate the mean loss over every target token of all micro-batches, one forward each; return
+    that mean. Each piece's mean is weighted by its share of the target tokens, so the gradient is the one
+    of a single forward over the whole batch."""
+    total = sum(num_targets(b) for b in micro_batches)
+    mean = 0.0
+    for batch in micro_batches:
+        loss = sft_loss(model, batch) * (num_targets(batch) / total)
+        loss.backward()
+        mean += loss.item()
+    return mean
 
 
 def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
@@ -269,12 +340,13 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) 
 
 def train(
     model: PreTrainedModel,
-    next_batch: Callable[[], dict[str, torch.Tensor]],
+    next_batch: Callable[[], list[dict[str, torch.Tensor]]],
     cfg: TrainConfig,
     accuracy: Callable[[], float] | None = None,
 ) -> list[float]:
-    """AdamW on batches from `next_batch` for `cfg.steps` steps, or until `accuracy()` (called every
-    `cfg.check_every` steps) reaches `cfg.stop_at_accuracy`. Returns the loss of every step taken."""
+    """AdamW on batches (lists of micro-batches) from `next_batch` for `cfg.steps` steps, or until
+    `accuracy()` (called every `cfg.check_every` steps) reaches `cfg.stop_at_accuracy`. Returns the loss
+    of every step taken."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(step, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)
@@ -283,13 +355,11 @@ def train(
     losses = []
     progress = tqdm(range(1, cfg.steps + 1), desc="sft", unit="step")
     for step in progress:
-        loss = sft_loss(model, next_batch())
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        losses.append(backward_mean_loss(model, next_batch()))
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         optimizer.step()
         schedule.step()
-        losses.append(loss.item())
         progress.set_postfix(loss=f"{losses[-1]:.4f}", lr=f"{schedule.get_last_lr()[0]:.2e}")
         if accuracy is not None and cfg.stop_at_accuracy is not None and step % cfg.check_every == 0:
             model.eval()
@@ -306,7 +376,7 @@ def train(
 
 @dataclass
 class Outcome:
-    num_terms: int
+    size: int
     correct: bool
     thinking_tokens: int  # tokens before `</think>` (all of them if the thinking never closed)
     response_tokens: int  # every generated token up to and including eos
@@ -316,7 +386,7 @@ class Outcome:
 def evaluate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
-    problems: list[Problem],
+    problems: list[TaskProblem],
     max_new_tokens: int,
     do_sample: bool,
 ) -> list[Outcome]:
@@ -328,8 +398,8 @@ def evaluate(
     )
     outcomes = []
     # problems of one size have prompts of one length, so each size is a batch that needs no padding
-    for size in sorted({p.num_terms for p in problems}):
-        group = [p for p in problems if p.num_terms == size]
+    for size in sorted({p.size for p in problems}):
+        group = [p for p in problems if p.size == size]
         prompts = torch.tensor([encode_example(tokenizer, p)[0] for p in group])
         generated = model.generate(
             input_ids=prompts,
@@ -350,9 +420,9 @@ def evaluate(
 
 def summarize(greedy: list[Outcome], sampled: list[Outcome]) -> dict[str, dict[str, float]]:
     """Accuracy and thinking length by problem size ("all" for every size together)."""
-    sizes = sorted({o.num_terms for o in greedy})
+    sizes = sorted({o.size for o in greedy})
     summary = {}
-    for key, keep in [(str(n), lambda o, n=n: o.num_terms == n) for n in sizes] + [("all", lambda o: True)]:
+    for key, keep in [(str(n), lambda o, n=n: o.size == n) for n in sizes] + [("all", lambda o: True)]:
         g, s = [o for o in greedy if keep(o)], [o for o in sampled if keep(o)]
         summary[key] = {
             "problems": len(g),
@@ -366,7 +436,7 @@ def summarize(greedy: list[Outcome], sampled: list[Outcome]) -> dict[str, dict[s
 
 
 def format_summary(summary: dict[str, dict[str, float]]) -> str:
-    lines = ["terms  problems  greedy_acc  sampled_acc(T=1)  thinking_tokens(greedy_mean,sampled_max)"]
+    lines = [" size  problems  greedy_acc  sampled_acc(T=1)  thinking_tokens(greedy_mean,sampled_max)"]
     for key, row in summary.items():
         lines.append(
             f"{key:>5}  {row['problems']:>8}  {row['greedy_accuracy']:>10.2f}"
@@ -376,11 +446,13 @@ def format_summary(summary: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
-def held_out_problems(seed: str, cfg: EvalConfig, labels: str = LABELS) -> list[Problem]:
-    """`cfg.num_problems` problems with uniform digits (like the RL data), sizes spread evenly."""
+def held_out_problems(seed: str, cfg: EvalConfig, task: TaskConfig) -> list[TaskProblem]:
+    """`cfg.num_problems` problems like the RL data (running sum: uniform digits), sizes spread evenly."""
     rng = random.Random(seed)
-    sizes = problem_sizes(cfg.num_problems, cfg.min_terms, cfg.max_terms)
-    return [make_problem(rng, n, labels) for n in sizes]
+    sizes = problem_sizes(cfg.num_problems, cfg.min_size, cfg.max_size)
+    if task.name == "shift_register":
+        return [shift_register.make_problem(rng, n) for n in sizes]
+    return [make_problem(rng, n, task.labels) for n in sizes]
 
 
 def run(config: SFTConfig) -> dict[str, dict[str, float]]:
@@ -392,8 +464,8 @@ def run(config: SFTConfig) -> dict[str, dict[str, float]]:
 
     # string seeds keep these streams apart from each other and from the RL data (integer seeds)
     train_rng = random.Random(f"sft-train-{config.train.seed}")
-    check_problems = held_out_problems(f"sft-check-{config.train.seed}", config.eval, config.task.labels)
-    eval_problems = held_out_problems(f"sft-eval-{config.train.seed}", config.eval, config.task.labels)
+    check_problems = held_out_problems(f"sft-check-{config.train.seed}", config.eval, config.task)
+    eval_problems = held_out_problems(f"sft-eval-{config.train.seed}", config.eval, config.task)
 
     def check_accuracy() -> float:
         outcomes = evaluate(model, tokenizer, check_problems, config.eval.max_new_tokens, do_sample=True)
@@ -402,7 +474,7 @@ def run(config: SFTConfig) -> dict[str, dict[str, float]]:
     start = time.perf_counter()
     losses = train(
         model,
-        lambda: sample_batch(train_rng, tokenizer, config.train.batch_size, config.task),
+        lambda: sample_batch(train_rng, tokenizer, config.train, config.task),
         config.train,
         check_accuracy,
     )

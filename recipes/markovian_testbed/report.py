@@ -1,0 +1,311 @@
+"""The Markovian testbed report: the paper's three claims, measured, as tables (markdown) and PNGs.
+
+    python recipes/markovian_testbed/report.py --root outputs/markovian_testbed --budget 512 \\
+        --chunk 128 --carry 64
+
+Reads ROOT/{longcot,delethink}/ (the two RL runs: metrics.jsonl, rollouts/) and ROOT/eval/*/summary.json
+(written by verl.trainer.main_eval), and writes ROOT/report.md, ROOT/accuracy_vs_budget.png and
+ROOT/cost.png. Each claim is checked against its target and printed as held / not held, with the
+numbers it was decided on: nothing is decided here that the measurements do not say.
+
+- (a) accuracy at the training budget B on held-out problems of the trained sizes;
+- (b) accuracy vs thinking budget on problems whose reference thinking is longer than B;
+- (c) cost: rollout and update time per RL step, estimated FLOPs, and rollout time per thinking token
+  vs thinking length (B..4B) for both trained models;
+- the Markovian-ness probe of the warm start (Delethink inference vs LongCoT inference at B).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from transformers import AutoConfig, AutoTokenizer
+
+from verl.eval.plot import save_figure
+from verl.tools.cost_model import ModelDims, delethink_cost, longcot_cost
+from verl.utils.fs import atomic_write_text, read_jsonl
+
+TRAINED = "synthetic/shift_register/trained"  # eval rows of the RL training sizes (make_eval_data.py)
+PAST_B = "synthetic/shift_register/past_budget"  # eval rows whose reference thinking is longer than B
+
+# the issue's targets, as numbers the report compares against
+TARGET_A_RATIO = 0.95  # Delethink-RL accuracy at B >= this x LongCoT-RL's
+TARGET_B_LONGCOT_SHARE = 0.5  # LongCoT's gain from B to 2B < this x Delethink's
+TARGET_C_FLAT = 1.2  # Delethink's per-token rollout time at 4B / at B <= this
+
+
+def model_dims(hf_config) -> ModelDims:
+    """Matmul parameters per token of a Qwen2-style model: attention, gated MLP and the LM head."""
+    h, layers = hf_config.hidden_size, hf_config.num_hidden_layers
+    head_dim = h // hf_config.num_attention_heads
+    kv = hf_config.num_key_value_heads * head_dim
+    per_layer = 2 * h * h + 2 * h * kv + 3 * h * hf_config.intermediate_size
+    return ModelDims(
+        num_layers=layers,
+        hidden_size=h,
+        matmul_params=layers * per_layer + hf_config.vocab_size * h,
+        num_kv_heads=hf_config.num_key_value_heads,
+        head_dim=head_dim,
+        bytes_per_value=4,  # the CPU runs keep float32 caches
+    )
+
+
+def load_summary(root: Path, name: str) -> dict[str, Any] | None:
+    path = root / "eval" / name / "summary.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def metric_name(summary: dict[str, Any]) -> str:
+    return f"mean@{summary['config']['sampling']['n']}"
+
+
+def accuracy_by_budget(summary: dict[str, Any], mode: str, source: str) -> dict[int, float]:
+    metric = metric_name(summary)
+    return {
+        r["thinking_budget"]: r["metrics"][source][metric]
+        for r in summary["runs"]
+        if r["mode"] == mode and source in r["metrics"]
+    }
+
+
+def seconds_per_token_by_budget(summary: dict[str, Any], mode: str) -> dict[int, float]:
+    return {r["thinking_budget"]: 1.0 / r["tokens_per_s"] for r in summary["runs"] if r["mode"] == mode}
+
+
+def verdict(held: bool) -> str:
+    return "**held**" if held else "**not held**"
+
+
+def claim_a(lc: dict[str, Any], dt: dict[str, Any], budget: int) -> list[str]:
+    lc_acc = accuracy_by_budget(lc, "longcot", TRAINED).get(budget)
+    dt_acc = accuracy_by_budget(dt, "delethink", TRAINED).get(budget)
+    lines = [
+        f"## (a) accuracy at the training budget B = {budget} (held-out problems of the trained sizes)",
+        "",
+    ]
+    if lc_acc is None or dt_acc is None:
+        return lines + [f"not measured: no evaluation at budget {budget} in both sweeps", ""]
+    ratio = dt_acc / lc_acc if lc_acc > 0 else float("nan")
+    return lines + [
+        f"| run | {metric_name(lc)} |",
+        "|---|---|",
+        f"| LongCoT-RL, LongCoT inference | {lc_acc:.3f} |",
+        f"| Delethink-RL, Delethink inference | {dt_acc:.3f} |",
+        "",
+        f"Delethink / LongCoT = {ratio:.3f} (target >= {TARGET_A_RATIO}): {verdict(ratio >= TARGET_A_RATIO)}",
+        "",
+    ]
+
+
+def claim_b(lc: dict[str, Any], dt: dict[str, Any], budget: int) -> list[str]:
+    lc_acc = accuracy_by_budget(lc, "longcot", PAST_B)
+    dt_acc = accuracy_by_budget(dt, "delethink", PAST_B)
+    lines = [f"## (b) accuracy vs thinking budget on problems longer than B = {budget}", ""]
+    budgets = sorted(set(lc_acc) | set(dt_acc))
+    lines += ["| budget | LongCoT-RL (longer budget) | Delethink-RL (more chunks) |", "|---|---|---|"]
+    lines += [
+        f"| {b} | {lc_acc.get(b, float('nan')):.3f} | {dt_acc.get(b, float('nan')):.3f} |" for b in budgets
+    ]
+    lines.append("")
+    twice = 2 * budget
+    if not {budget, twice} <= set(lc_acc) & set(dt_acc):
+        return lines + [f"not decided: both sweeps need budgets {budget} and {twice}", ""]
+    dt_points = [dt_acc[b] for b in sorted(dt_acc) if budget <= b <= twice]
+    dt_rises = dt_acc[twice] > dt_acc[budget]
+    dt_rises = dt_rises and all(b >= a for a, b in zip(dt_points, dt_points[1:], strict=False))
+    dt_gain, lc_gain = dt_acc[twice] - dt_acc[budget], lc_acc[twice] - lc_acc[budget]
+    held = dt_rises and lc_gain < TARGET_B_LONGCOT_SHARE * dt_gain
+    return lines + [
+        f"From B to 2B: Delethink gains {dt_gain:+.3f} ({'rising' if dt_rises else 'not rising'} at every "
+        f"measured budget), LongCoT gains {lc_gain:+.3f} (target: Delethink rises and LongCoT gains < "
+        f"{TARGET_B_LONGCOT_SHARE} x Delethink's gain): {verdict(held)}",
+        "",
+    ]
+
+
+def training_flops(run_dir: Path, dims: ModelDims, tokenizer, delethink: tuple[int, int] | None) -> float:
+    """Generation + training FLOPs of every logged trajectory. delethink = (C, m), or None for LongCoT."""
+    total, question_len = 0.0, {}
+    for path in sorted((run_dir / "rollouts").glob("step_*[0-9].jsonl")):
+        for row in read_jsonl(path):
+            prompt = row["prompt"]
+            if prompt not in question_len:
+                question_len[prompt] = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+            q, thinking = question_len[prompt], row["thinking_tokens"]
+            cost = (
+                longcot_cost(dims, q, thinking)
+                if delethink is None
+                else delethink_cost(dims, q, thinking, *delethink)
+            )
+            total += cost.total_flops
+    return total
+
+
+def median_of(records: list[dict[str, Any]], key: str) -> float:
+    values = [r[key] for r in records if key in r]
+    return float(np.median(values)) if values else float("nan")
+
+
+def claim_c(
+    run_dirs: dict[str, Path], timing: dict[str, dict[str, Any]], budget: int, chunk: int, carry: int
+) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
+    lines = ["## (c) training cost", ""]
+    records = {mode: read_jsonl(d / "metrics.jsonl") for mode, d in run_dirs.items()}
+    if run_dirs:
+        hf_dir = sorted(next(iter(run_dirs.values())).glob("global_step_*/actor/huggingface"))[-1]
+        dims = model_dims(AutoConfig.from_pretrained(hf_dir))
+        tokenizer = AutoTokenizer.from_pretrained(hf_dir)
+        lines += [
+            "Per RL step, medians over the run (rollout = generation; update = old log-probs + PPO update).",
+            "FLOPs: verl/tools/cost_model.py over every logged training trajectory (generation + 3x",
+            "forward).",
+            "",
+            "| run | steps | rollout (s) | update (s) | step (s) | thinking tokens / traj | est. FLOPs |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for mode, recs in records.items():
+            update = [
+                r["timing/old_log_prob_s"] + r["timing/update_s"] for r in recs if "timing/update_s" in r
+            ]
+            flops = training_flops(
+                run_dirs[mode], dims, tokenizer, (chunk, carry) if mode == "delethink" else None
+            )
+            steps = [r for r in recs if "timing/step_s" in r]
+            lines.append(
+                f"| {mode} | {len(steps)} | {median_of(recs, 'timing/gen_s'):.2f} | "
+                f"{np.median(update):.2f} | {median_of(recs, 'timing/step_s'):.2f} | "
+                f"{median_of(recs, 'train/thinking_tokens_mean'):.0f} | {flops:.3e} |"
+            )
+        if {"longcot", "delethink"} <= set(records):
+            lc_gen, dt_gen = (
+                median_of(records["longcot"], "timing/gen_s"),
+                median_of(records["delethink"], "timing/gen_s"),
+            )
+            lines += [
+                "",
+                f"Rollout per step, Delethink / LongCoT = {dt_gen / lc_gen:.2f} (target < 1, same run, same "
+                f"machine): {verdict(dt_gen < lc_gen)}",
+            ]
+        lines.append("")
+    lines += [
+        "Rollout time per thinking token vs thinking length (problems of 4B thinking, budgets B..4B):",
+        "",
+    ]
+    per_token = {
+        name: seconds_per_token_by_budget(summary, "delethink" if "delethink" in name else "longcot")
+        for name, summary in timing.items()
+    }
+    budgets = sorted({b for v in per_token.values() for b in v})
+    if budgets:
+        lines += [
+            "| budget | " + " | ".join(f"{n} (ms/token)" for n in per_token) + " |",
+            "|---" * (len(per_token) + 1) + "|",
+        ]
+        for b in budgets:
+            lines.append(
+                f"| {b} | "
+                + " | ".join(f"{1e3 * v.get(b, float('nan')):.3f}" for v in per_token.values())
+                + " |"
+            )
+        lines.append("")
+        for name, values in per_token.items():
+            if len(values) >= 2:
+                growth = values[max(values)] / values[min(values)]
+                lines.append(f"- {name}: per-token time at {max(values)} / at {min(values)} = {growth:.2f}x")
+        dt = per_token.get("timing_delethink_rl", {})
+        lc = per_token.get("timing_longcot_rl", {})
+        if len(dt) >= 2 and len(lc) >= 2:
+            dt_growth, lc_growth = dt[max(dt)] / dt[min(dt)], lc[max(lc)] / lc[min(lc)]
+            held = dt_growth <= TARGET_C_FLAT and lc_growth > dt_growth
+            lines.append(
+                f"- target: Delethink flat within {TARGET_C_FLAT}x and LongCoT growing faster: "
+                f"{verdict(held)}"
+            )
+        lines.append("")
+    return lines + ["![cost](cost.png)", ""], {"records": records, "per_token": per_token}
+
+
+def plot(root: Path, lc: dict | None, dt: dict | None, budget: int, cost: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if lc and dt:
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+        for ax, source in zip(axes, (TRAINED, PAST_B), strict=True):
+            for label, summary, mode in (("LongCoT-RL", lc, "longcot"), ("Delethink-RL", dt, "delethink")):
+                points = sorted(accuracy_by_budget(summary, mode, source).items())
+                ax.plot([b for b, _ in points], [a for _, a in points], marker="o", label=label)
+            ax.axvline(budget, color="grey", linestyle=":", label=f"training budget B={budget}")
+            ax.set_title(source.rsplit("/", 1)[-1].replace("_", " ") + " sizes")
+            ax.set_xlabel("thinking budget (tokens)")
+            ax.set_ylim(-0.02, 1.02)
+            ax.grid(alpha=0.3)
+        axes[0].set_ylabel(metric_name(lc))
+        axes[0].legend(fontsize=8)
+        fig.tight_layout()
+        save_figure(fig, root / "accuracy_vs_budget.png")
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for mode, recs in cost["records"].items():
+        steps = [r for r in recs if "timing/gen_s" in r]
+        axes[0].plot([r["step"] for r in steps], [r["timing/gen_s"] for r in steps], label=f"{mode} rollout")
+    for name, values in cost["per_token"].items():
+        points = sorted(values.items())
+        axes[1].plot([b for b, _ in points], [1e3 * v for _, v in points], marker="o", label=name)
+    axes[0].set_xlabel("RL step")
+    axes[0].set_ylabel("rollout time (s)")
+    axes[1].set_xlabel("thinking length / budget (tokens)")
+    axes[1].set_ylabel("rollout ms per thinking token")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, root / "cost.png")
+
+
+def probe_section(probe: dict[str, Any]) -> list[str]:
+    metric = metric_name(probe)
+    lines = [
+        "## Markovian-ness probe of the warm start (same total budget)",
+        "",
+        f"| thinking budget | LongCoT {metric} | Delethink {metric} | ratio |",
+        "|---|---|---|---|",
+    ]
+    for p in probe["probe"]:
+        ratio = p["delethink"] / p["longcot"] if p["longcot"] > 0 else float("nan")
+        lines.append(f"| {p['thinking_budget']} | {p['longcot']:.3f} | {p['delethink']:.3f} | {ratio:.3f} |")
+    return lines + [""]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", required=True, help="the recipe's output directory")
+    parser.add_argument("--budget", type=int, required=True, help="B, the LongCoT training budget")
+    parser.add_argument("--chunk", type=int, required=True, help="Delethink-RL's C")
+    parser.add_argument("--carry", type=int, required=True, help="Delethink-RL's keep_head + keep_tail")
+    args = parser.parse_args(argv)
+    root = Path(args.root)
+    lc, dt = load_summary(root, "longcot_rl"), load_summary(root, "delethink_rl")
+    lines = ["# Markovian testbed report (generated by recipes/markovian_testbed/report.py)", ""]
+    probe = load_summary(root, "probe_sft")
+    if probe:
+        lines += probe_section(probe)
+    if lc and dt:
+        lines += claim_a(lc, dt, args.budget) + claim_b(lc, dt, args.budget)
+    run_dirs = {m: root / m for m in ("longcot", "delethink") if (root / m / "metrics.jsonl").is_file()}
+    timing = {n: s for n in ("timing_longcot_rl", "timing_delethink_rl") if (s := load_summary(root, n))}
+    cost_lines, cost = claim_c(run_dirs, timing, args.budget, args.chunk, args.carry)
+    lines += cost_lines
+    plot(root, lc, dt, args.budget, cost)
+    atomic_write_text(root / "report.md", "\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The Markovian testbed, end to end (README.md next to this file says why each number is what it is):
+#   1. a tiny model, the shift-register task (verl/data/shift_register.py), and a Markovian warm start:
+#      SFT on whole traces of the RL sizes plus Delethink continuation chunks of problems up to 4B
+#   2. LongCoT-RL (budget B) and Delethink-RL (C = B/4, m = C/2, I so that the budget is B) from that
+#      checkpoint, same seed, same prompts, same samples per prompt
+#   3. main_eval: the probe of the warm start at B; budget sweeps B..4B of both RL checkpoints on held-out
+#      problems of the trained sizes and on problems longer than B; rollout time per token at B..4B
+#   4. the report: $OUT/report.md, accuracy_vs_budget.png, cost.png, training_curves.png
+# A stage whose output exists is skipped (an unfinished RL run resumes); FORCE=1 redoes everything.
+# Sizes: the default is the full setting (B = 512; about 2-3 hours on 2 cores); SIZE=demo is the
+# quickstart's (B = 256, under 15 minutes); SIZE=smoke is CI's (seconds per stage, numbers meaningless).
+# Usage: [PYTHON=.venv/bin/python] [SIZE=full|demo|smoke] [OUT=DIR] [STEPS=N] [FORCE=1] \
+#        bash recipes/markovian_testbed/run.sh [hydra overrides for both RL runs]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PYTHON=${PYTHON:-python}
+FORCE=${FORCE:-0}
+SIZE=${SIZE:-full}
+export RAY_AUTH_MODE=${RAY_AUTH_MODE:-disabled}
+export TOKENIZERS_PARALLELISM=false
+
+# B: LongCoT's budget. C = B/4, keep_head = one step (9 tokens), keep_tail = C/2 - 9, so m = C/2 and
+# I = 1 + (B - C)/(C - m) = 7 chunks give Delethink the same budget B.
+case $SIZE in
+  full) B=512 SFT_STEPS=1500 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 EVAL_N=4 PER_GROUP=48 TIMING=16 ;;
+  demo) B=256 SFT_STEPS=600 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 EVAL_N=2 PER_GROUP=24 TIMING=8 ;;
+  smoke) B=128 SFT_STEPS=4 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 EVAL_N=1 PER_GROUP=2 TIMING=1 ;;
+  *) echo "SIZE must be full, demo or smoke, got '$SIZE'" >&2; exit 2 ;;
+esac
+OUT=${OUT:-outputs/markovian_testbed_$SIZE}
+STEPS=${STEPS:-$STEPS_DEFAULT}
+C=$((B / 4)) HEAD=9
+TAIL=$((C / 2 - HEAD)) M=$((C / 2))
+I=$((1 + (B - C) / (C - M)))
+MIN_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(max(1, s($B) // 4))")
+MAX_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(s($B))")
+CONT_MAX_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(s(4 * $B))")
+echo "testbed $SIZE: B=$B; Delethink C=$C m=$HEAD+$TAIL I=$I; RL sizes $MIN_STEPS..$MAX_STEPS steps; out $OUT"
+
+needed() {  # needed OUTPUT: true if OUTPUT must be (re)built
+  [[ "$FORCE" == 1 || ! -e "$1" ]]
+}
+force_flag=()
+[[ "$FORCE" == 1 ]] && force_flag=(--force)
+
+echo "== 1/4 model, data, Markovian warm start"
+if needed "$OUT/init/config.json"; then
+  "$PYTHON" -m verl.models.tiny --out "$OUT/init" --seed 0 --dims max_position_embeddings=$((4 * B + 64)) \
+    ${force_flag[@]+"${force_flag[@]}"}
+fi
+if needed "$OUT/data/train.jsonl"; then
+  "$PYTHON" -m verl.data.shift_register --out "$OUT/data" --train-size 2000 --val-size 32 \
+    --min-steps "$MIN_STEPS" --max-steps "$MAX_STEPS" --seed 0
+fi
+if needed "$OUT/data/eval.jsonl"; then
+  "$PYTHON" recipes/markovian_testbed/make_eval_data.py --out "$OUT/data" --budget "$B" \
+    --min-steps "$MIN_STEPS" --train-data "$OUT/data/train.jsonl" --per-group "$PER_GROUP" \
+    --timing-problems "$TIMING"
+fi
+if needed "$OUT/sft/config.json"; then
+  "$PYTHON" -m verl.trainer.main_sft --config-name=sft_testbed model.path="$OUT/init" output_dir="$OUT/sft" \
+    force=true train.steps="$SFT_STEPS" train.warmup_steps=$((SFT_STEPS < 25 ? SFT_STEPS : 25)) task.max_size="$MAX_STEPS" task.continuation.max_size="$CONT_MAX_STEPS" \
+    task.continuation.chunk_size=$C task.continuation.keep_head=$HEAD task.continuation.keep_tail=$TAIL \
+    eval.num_problems="$SFT_EVAL" eval.min_size="$MIN_STEPS" eval.max_size="$MAX_STEPS" \
+    eval.max_new_tokens=$((B + 16))
+fi
+
+echo "== 2/4 RL: LongCoT and Delethink, $STEPS steps each"
+common=(
+  data.train_files=["$OUT/data/train.jsonl"] data.val_files=["$OUT/data/val.jsonl"]
+  actor_rollout_ref.model.path="$OUT/sft" data.train_batch_size="$PROMPTS"
+  actor_rollout_ref.actor.ppo_mini_batch_size=$((PROMPTS / 2)) actor_rollout_ref.rollout.n="$SAMPLES"
+  trainer.total_training_steps="$STEPS" trainer.save_freq="$STEPS" trainer.seed=1
+)
+for mode in longcot delethink; do
+  run_dir=$OUT/$mode
+  if needed "$run_dir/global_step_${STEPS}/actor/huggingface/config.json"; then
+    if [[ "$FORCE" == 1 ]]; then rm -rf "$run_dir"; fi
+    if [[ $mode == longcot ]]; then
+      budget=(data.max_response_length=$B)
+    else
+      budget=(algorithm.delethink.chunk_size=$C algorithm.delethink.keep_head=$HEAD
+        algorithm.delethink.keep_tail=$TAIL algorithm.delethink.max_chunks=$I)
+    fi
+    "$PYTHON" -m verl.trainer.main_policy_iteration --config-name="testbed_${mode}" "${common[@]}" \
+      "${budget[@]}" trainer.experiment_name="testbed_${SIZE}_${mode}" trainer.default_local_dir="$run_dir" "$@"
+  fi
+done
+
+echo "== 3/4 evaluation"
+evaluate() {  # evaluate NAME MODEL MODE DATA [overrides...]: one main_eval call into $OUT/eval/NAME
+  local name=$1 model=$2 mode=$3 data=$4
+  shift 4
+  if needed "$OUT/eval/$name/summary.json"; then
+    "$PYTHON" -m verl.trainer.main_eval model_path="$model" mode="$mode" data_files=["$data"] \
+      output_dir="$OUT/eval/$name" sampling.n="$EVAL_N" sampling.temperature=1.0 pass_k=[1] \
+      max_prompt_length=$((C + 32)) delethink.chunk_size=$C delethink.keep_head=$HEAD \
+      delethink.keep_tail=$TAIL "$@"
+  fi
+}
+# budgets B, 1.5B, 2B, 3B, 4B: LongCoT by length, Delethink by chunks (each adds C - m = C/2 tokens)
+chunks_for() { echo $((1 + ($1 - C) / (C - M))); }
+budgets=($B $((3 * B / 2)) $((2 * B)) $((3 * B)) $((4 * B)))
+lc_budgets=$(IFS=,; echo "${budgets[*]}")
+dt_chunks=$(for b in "${budgets[@]}"; do chunks_for "$b"; done | paste -sd,)
+final=global_step_${STEPS}
+evaluate probe_sft "$OUT/sft" probe "$OUT/data/eval.jsonl" delethink.max_chunks=[$I]
+evaluate longcot_rl "$OUT/longcot/$final" longcot "$OUT/data/eval.jsonl" longcot.budgets=[$lc_budgets]
+evaluate delethink_rl "$OUT/delethink/$final" delethink "$OUT/data/eval.jsonl" delethink.max_chunks=[$dt_chunks]
+# rollout time per thinking token: problems 4B long, one sample each, so every budget is filled
+evaluate timing_longcot_rl "$OUT/longcot/$final" longcot "$OUT/data/timing.jsonl" \
+  longcot.budgets=[$lc_budgets] sampling.n=1
+evaluate timing_delethink_rl "$OUT/delethink/$final" delethink "$OUT/data/timing.jsonl" \
+  delethink.max_chunks=[$dt_chunks] sampling.n=1
+
+echo "== 4/4 report"
+"$PYTHON" -m verl.tools.compare "$OUT/longcot" "$OUT/delethink" --out "$OUT/training_curves.png"
+"$PYTHON" recipes/markovian_testbed/report.py --root "$OUT" --budget "$B" --chunk "$C" --carry "$M"

@@ -1,0 +1,145 @@
+"""The Markovian testbed recipe: its claim checks on hand-made evaluation summaries, its evaluation data,
+and (slow) the whole recipe at its smoke size, which must write the report with every table."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verl.data import shift_register as sr
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = REPO / "recipes" / "markovian_testbed"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, RECIPE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+report = load("report")
+
+
+def summary(
+    mode: str, accuracy: dict[int, tuple[float, float]], tokens_per_s: dict[int, float] | None = None
+):
+    """A main_eval summary: per budget, (accuracy on trained sizes, accuracy past B)."""
+    runs = []
+    for budget, (trained, past) in accuracy.items():
+        metrics = {report.TRAINED: {"mean@4": trained}, report.PAST_B: {"mean@4": past}}
+        rate = (tokens_per_s or {}).get(budget, 1000.0)
+        runs.append({"mode": mode, "thinking_budget": budget, "metrics": metrics, "tokens_per_s": rate})
+    return {"config": {"sampling": {"n": 4}}, "runs": runs}
+
+
+def test_claim_a_compares_accuracy_at_b_against_095():
+    lc = summary("longcot", {512: (0.80, 0.0)})
+    text = "\n".join(report.claim_a(lc, summary("delethink", {512: (0.77, 0.0)}), 512))
+    assert "Delethink / LongCoT = 0.963 (target >= 0.95): **held**" in text
+    text = "\n".join(report.claim_a(lc, summary("delethink", {512: (0.70, 0.0)}), 512))
+    assert "Delethink / LongCoT = 0.875 (target >= 0.95): **not held**" in text
+    assert "not measured" in "\n".join(report.claim_a(lc, summary("delethink", {768: (0.7, 0)}), 512))
+
+
+def test_claim_b_needs_a_rising_delethink_and_a_small_longcot_gain():
+    dt = summary("delethink", {512: (0, 0.0), 768: (0, 0.2), 1024: (0, 0.4), 2048: (0, 0.1)})
+    # Delethink +0.4 from B to 2B; LongCoT +0.1 < 0.5 * 0.4
+    lc = summary("longcot", {512: (0, 0.0), 1024: (0, 0.1)})
+    text = "\n".join(report.claim_b(lc, dt, 512))
+    assert "Delethink gains +0.400 (rising at every measured budget), LongCoT gains +0.100" in text
+    assert "**held**" in text and "not held" not in text
+    # LongCoT gains as much: not held
+    lc = summary("longcot", {512: (0, 0.0), 1024: (0, 0.3)})
+    assert "**not held**" in "\n".join(report.claim_b(lc, dt, 512))
+    # Delethink dips between B and 2B: not rising, not held (past 2B it may fall: not part of the claim)
+    dips = summary("delethink", {512: (0, 0.1), 768: (0, 0.05), 1024: (0, 0.4)})
+    lc = summary("longcot", {512: (0, 0.0), 1024: (0, 0.0)})
+    text = "\n".join(report.claim_b(lc, dips, 512))
+    assert "not rising" in text and "**not held**" in text
+    assert "not decided" in "\n".join(report.claim_b(lc, summary("delethink", {512: (0, 0)}), 512))
+
+
+def test_claim_c_per_token_cost_growth(tmp_path):
+    # ms per token: Delethink 1.0 -> 1.1 (flat within 1.2x), LongCoT 1.0 -> 2.0
+    timing = {
+        "timing_longcot_rl": summary("longcot", {512: (0, 0), 2048: (0, 0)}, {512: 1000.0, 2048: 500.0}),
+        "timing_delethink_rl": summary(
+            "delethink", {512: (0, 0), 2048: (0, 0)}, {512: 1000.0, 2048: 1000 / 1.1}
+        ),
+    }
+    lines, cost = report.claim_c({}, timing, 512, 128, 64)
+    text = "\n".join(lines)
+    assert "timing_longcot_rl: per-token time at 2048 / at 512 = 2.00x" in text
+    assert "timing_delethink_rl: per-token time at 2048 / at 512 = 1.10x" in text
+    assert "LongCoT growing faster: **held**" in text
+    assert cost["per_token"]["timing_longcot_rl"][2048] == pytest.approx(2e-3)
+
+
+def test_eval_data_groups_and_timing_problems(tmp_path):
+    sr.write_dataset(tmp_path, train_size=50, val_size=4, min_steps=3, max_steps=13, seed=0)
+    subprocess.run(
+        [
+            sys.executable,
+            str(RECIPE / "make_eval_data.py"),
+            "--out",
+            str(tmp_path),
+            "--budget",
+            "128",
+            "--min-steps",
+            "3",
+            "--train-data",
+            str(tmp_path / "train.jsonl"),
+            "--per-group",
+            "5",
+            "--timing-problems",
+            "2",
+        ],
+        check=True,
+        capture_output=True,
+        cwd=REPO,
+    )
+    rows = [json.loads(line) for line in (tmp_path / "eval.jsonl").open()]
+    timing = [json.loads(line) for line in (tmp_path / "timing.jsonl").open()]
+    steps = {
+        source: [r["extra_info"]["num_steps"] for r in rows if r["data_source"] == source]
+        for source in (report.TRAINED, report.PAST_B)
+    }
+    # 128 tokens hold 13 steps; 4 x 128 = 512 hold 56
+    assert steps[report.TRAINED] == sr.problem_sizes(5, 3, 13)
+    assert steps[report.PAST_B] == sr.problem_sizes(5, 14, 56)
+    assert [r["extra_info"]["num_steps"] for r in timing] == [56, 56]
+    train = {json.loads(line)["prompt"][0]["content"] for line in (tmp_path / "train.jsonl").open()}
+    questions = [r["prompt"][0]["content"] for r in rows + timing]
+    assert len(set(questions)) == len(questions) and not set(questions) & train
+
+
+@pytest.mark.slow
+def test_the_recipe_at_smoke_size_writes_every_table(tmp_path):
+    env = {**os.environ, "SIZE": "smoke", "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
+    result = subprocess.run(
+        ["bash", str(RECIPE / "run.sh"), "trainer.logger=[console,jsonl]"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    text = (tmp_path / "out" / "report.md").read_text()
+    for heading in (
+        "## Markovian-ness probe of the warm start",
+        "## (a) accuracy at the training budget B = 128",
+        "## (b) accuracy vs thinking budget on problems longer than B = 128",
+        "## (c) training cost",
+        "Rollout per step, Delethink / LongCoT =",
+        "per-token time at 512 / at 128",
+    ):
+        assert heading in text, heading
+    for png in ("accuracy_vs_budget.png", "cost.png", "training_curves.png"):
+        assert (tmp_path / "out" / png).stat().st_size > 0
