@@ -256,11 +256,8 @@ def continuation_example(
     prompt: list[int], target: list[int], cut: int, params: DelethinkParams
 ) -> tuple[list[int], list[int]]:
     """(question prompt + carry-over of target[:cut], the tokens the loop generates next): the chunk after
-    a cut, which ends at the next cut or at the response's end; cut 0 is the first chunk (the question
-    alone, C tokens). Only that chunk is a target, so no example puts a token further from its prompt
-    than a Delethink chunk does."""
-    if cut == 0:
-        return prompt, target[: params.chunk_size]
+    a cut, which ends at the next cut or at the response's end. Only that chunk is a target, so no
+    example puts a token further from its prompt than a Delethink chunk does."""
     return prompt + params.carry_over(target[:cut]), target[cut : cut + params.intermediate_budget]
 
 
@@ -276,17 +273,20 @@ def draw_training_problem(rng: random.Random, task: TaskConfig, max_size: int | 
 def draw_training_example(
     rng: random.Random, tokenizer: PreTrainedTokenizerBase, task: TaskConfig
 ) -> tuple[list[int], list[int]]:
-    """A whole reference trace, or with probability task.continuation.prob one chunk of a problem up to
-    task.continuation_max_size, drawn uniformly among the chunks the Delethink loop would generate (the
-    first one included: it teaches starting problems longer than any whole trace)."""
+    """A whole reference trace, or with probability task.continuation.prob the chunk after a cut drawn
+    uniformly among the cuts of a problem up to task.continuation_max_size (a trace too short to be cut
+    stays whole). The first chunk is not drawn: with it, one testbed warm start learned far slower
+    (recipes/markovian_testbed/README.md)."""
     cont = task.continuation
     # prob 0 draws nothing more from rng, so the default stream of problems is the one without this option
     if cont.prob > 0 and rng.random() < cont.prob:
         prompt, target = encode_example(
             tokenizer, draw_training_problem(rng, task, task.continuation_max_size)
         )
-        cut = rng.choice([0, *delethink_cuts(len(target), cont.params)])
-        return continuation_example(prompt, target, cut, cont.params)
+        cuts = delethink_cuts(len(target), cont.params)
+        if cuts:
+            return continuation_example(prompt, target, rng.choice(cuts), cont.params)
+        return prompt, target
     return encode_example(tokenizer, draw_training_problem(rng, task))
 
 
