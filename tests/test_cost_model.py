@@ -154,3 +154,24 @@ def test_cli_prints_ratio_line(capsys):
 def test_bad_input_names_the_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_qwen2_dims_from_an_hf_config():
+    from transformers import Qwen2Config
+
+    from verl.tools.cost_model import qwen2_dims
+
+    config = Qwen2Config(
+        hidden_size=128,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=100,
+    )
+    dims = qwen2_dims(config)
+    # per layer: q and o 128x128 each, k and v 128x64 each (2 heads of 32), gate/up/down 128x512 each
+    per_layer = 2 * 128 * 128 + 2 * 128 * 64 + 3 * 128 * 512
+    assert dims.matmul_params == 2 * per_layer + 100 * 128 == 504320
+    assert (dims.num_layers, dims.hidden_size, dims.num_kv_heads, dims.head_dim) == (2, 128, 2, 32)
+    assert dims.bytes_per_value == 4 and qwen2_dims(config, bytes_per_value=2).bytes_per_value == 2

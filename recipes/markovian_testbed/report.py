@@ -26,7 +26,7 @@ import numpy as np
 from transformers import AutoConfig, AutoTokenizer
 
 from verl.eval.plot import save_figure
-from verl.tools.cost_model import ModelDims, delethink_cost, longcot_cost
+from verl.tools.cost_model import logged_run_flops, qwen2_dims
 from verl.utils.fs import atomic_write_text, read_jsonl
 
 TRAINED = "synthetic/shift_register/trained"  # eval rows of the RL training sizes (make_eval_data.py)
@@ -36,22 +36,6 @@ PAST_B = "synthetic/shift_register/past_budget"  # eval rows whose reference thi
 TARGET_A_RATIO = 0.95  # Delethink-RL accuracy at B >= this x LongCoT-RL's
 TARGET_B_LONGCOT_SHARE = 0.5  # LongCoT's gain from B to 2B < this x Delethink's
 TARGET_C_FLAT = 1.2  # Delethink's per-token rollout time at 4B / at B <= this
-
-
-def model_dims(hf_config) -> ModelDims:
-    """Matmul parameters per token of a Qwen2-style model: attention, gated MLP and the LM head."""
-    h, layers = hf_config.hidden_size, hf_config.num_hidden_layers
-    head_dim = h // hf_config.num_attention_heads
-    kv = hf_config.num_key_value_heads * head_dim
-    per_layer = 2 * h * h + 2 * h * kv + 3 * h * hf_config.intermediate_size
-    return ModelDims(
-        num_layers=layers,
-        hidden_size=h,
-        matmul_params=layers * per_layer + hf_config.vocab_size * h,
-        num_kv_heads=hf_config.num_key_value_heads,
-        head_dim=head_dim,
-        bytes_per_value=4,  # the CPU runs keep float32 caches
-    )
 
 
 def load_summary(root: Path, name: str) -> dict[str, Any] | None:
@@ -127,24 +111,6 @@ def claim_b(lc: dict[str, Any], dt: dict[str, Any], budget: int) -> list[str]:
     ]
 
 
-def training_flops(run_dir: Path, dims: ModelDims, tokenizer, delethink: tuple[int, int] | None) -> float:
-    """Generation + training FLOPs of every logged trajectory. delethink = (C, m), or None for LongCoT."""
-    total, question_len = 0.0, {}
-    for path in sorted((run_dir / "rollouts").glob("step_*[0-9].jsonl")):
-        for row in read_jsonl(path):
-            prompt = row["prompt"]
-            if prompt not in question_len:
-                question_len[prompt] = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-            q, thinking = question_len[prompt], row["thinking_tokens"]
-            cost = (
-                longcot_cost(dims, q, thinking)
-                if delethink is None
-                else delethink_cost(dims, q, thinking, *delethink)
-            )
-            total += cost.total_flops
-    return total
-
-
 def median_of(records: list[dict[str, Any]], key: str) -> float:
     values = [r[key] for r in records if key in r]
     return float(np.median(values)) if values else float("nan")
@@ -157,7 +123,7 @@ def claim_c(
     records = {mode: read_jsonl(d / "metrics.jsonl") for mode, d in run_dirs.items()}
     if run_dirs:
         hf_dir = sorted(next(iter(run_dirs.values())).glob("global_step_*/actor/huggingface"))[-1]
-        dims = model_dims(AutoConfig.from_pretrained(hf_dir))
+        dims = qwen2_dims(AutoConfig.from_pretrained(hf_dir))
         tokenizer = AutoTokenizer.from_pretrained(hf_dir)
         lines += [
             "Per RL step, medians over the run (rollout = generation; update = old log-probs + PPO update).",
@@ -171,7 +137,7 @@ def claim_c(
             update = [
                 r["timing/old_log_prob_s"] + r["timing/update_s"] for r in recs if "timing/update_s" in r
             ]
-            flops = training_flops(
+            flops = logged_run_flops(
                 run_dirs[mode], dims, tokenizer, (chunk, carry) if mode == "delethink" else None
             )
             steps = [r for r in recs if "timing/step_s" in r]

@@ -21,45 +21,11 @@ from transformers import AutoConfig, AutoTokenizer
 
 from verl.eval.plot import save_figure
 from verl.eval.summary import ALL_SOURCES
-from verl.tools.cost_model import ModelDims, delethink_cost, longcot_cost
+from verl.tools.cost_model import logged_run_flops, qwen2_dims
 from verl.utils.fs import atomic_write_text, read_jsonl
 
 TRAIN_BUDGET = 128  # B of both RL runs
 SOURCE_PREFIX = "synthetic/running_sum/"
-
-
-def model_dims(hf_config) -> ModelDims:
-    """Matmul parameters per token of a Qwen2-style model: attention, gated MLP and the LM head."""
-    h, layers = hf_config.hidden_size, hf_config.num_hidden_layers
-    head_dim = h // hf_config.num_attention_heads
-    kv = hf_config.num_key_value_heads * head_dim
-    per_layer = 2 * h * h + 2 * h * kv + 3 * h * hf_config.intermediate_size
-    return ModelDims(
-        num_layers=layers,
-        hidden_size=h,
-        matmul_params=layers * per_layer + hf_config.vocab_size * h,
-        num_kv_heads=hf_config.num_key_value_heads,
-        head_dim=head_dim,
-        bytes_per_value=4,  # the CPU runs keep float32 caches
-    )
-
-
-def training_flops(run_dir: Path, dims: ModelDims, tokenizer, delethink: tuple[int, int] | None) -> float:
-    """Generation + training FLOPs of every logged trajectory. delethink = (C, m), or None for LongCoT."""
-    total, question_len = 0.0, {}
-    for path in sorted((run_dir / "rollouts").glob("step_*[0-9].jsonl")):
-        for row in read_jsonl(path):
-            prompt = row["prompt"]
-            if prompt not in question_len:
-                question_len[prompt] = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-            q, thinking = question_len[prompt], row["thinking_tokens"]
-            cost = (
-                longcot_cost(dims, q, thinking)
-                if delethink is None
-                else delethink_cost(dims, q, thinking, *delethink)
-            )
-            total += cost.total_flops
-    return total
 
 
 def load_summary(path: Path) -> dict[str, Any] | None:
@@ -158,7 +124,7 @@ def probe_section(title: str, probe: dict[str, Any]) -> list[str]:
 
 def cost_section(run_dirs: dict[str, Path], chunk: int, carry: int, out: Path) -> list[str]:
     hf_dir = sorted(next(iter(run_dirs.values())).glob("global_step_*/actor/huggingface"))[-1]
-    dims = model_dims(AutoConfig.from_pretrained(hf_dir))
+    dims = qwen2_dims(AutoConfig.from_pretrained(hf_dir))
     tokenizer = AutoTokenizer.from_pretrained(hf_dir)
     lines = [
         "## (c) training cost",
@@ -178,7 +144,7 @@ def cost_section(run_dirs: dict[str, Path], chunk: int, carry: int, out: Path) -
         curves[mode] = records
         last = [r for r in records if "perf/cum_time_s" in r][-1]
         val = [r["val/score_mean"] for r in records if "val/score_mean" in r]
-        flops = training_flops(run_dir, dims, tokenizer, (chunk, carry) if mode == "delethink" else None)
+        flops = logged_run_flops(run_dir, dims, tokenizer, (chunk, carry) if mode == "delethink" else None)
         wall, thinking = last["perf/cum_time_s"], last["perf/cum_thinking_tokens"]
         median_step = float(np.median([r["timing/step_s"] for r in records if "timing/step_s" in r]))
         cells = [

@@ -41,6 +41,9 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
+
+from verl.utils.fs import read_jsonl
 
 TRAIN_TO_FORWARD = 3  # backward ~ 2x forward
 H100_BF16_DENSE_FLOPS = 989e12
@@ -173,6 +176,42 @@ def delethink_cost(dims: ModelDims, question: int, thinking: int, chunk: int, ca
         peak_kv_bytes=max(c.peak_kv_bytes for c in costs),  # chunks run one after another
         decode_kv_read_bytes=sum(c.decode_kv_read_bytes for c in costs),
     )
+
+
+def qwen2_dims(hf_config, bytes_per_value: int = 4) -> ModelDims:
+    """The dims of a Qwen2-style HF config: attention, gated MLP and the LM head per token (float32
+    caches by default, as the CPU runs keep them)."""
+    h, layers = hf_config.hidden_size, hf_config.num_hidden_layers
+    head_dim = h // hf_config.num_attention_heads
+    kv = hf_config.num_key_value_heads * head_dim
+    per_layer = 2 * h * h + 2 * h * kv + 3 * h * hf_config.intermediate_size
+    return ModelDims(
+        num_layers=layers,
+        hidden_size=h,
+        matmul_params=layers * per_layer + hf_config.vocab_size * h,
+        num_kv_heads=hf_config.num_key_value_heads,
+        head_dim=head_dim,
+        bytes_per_value=bytes_per_value,
+    )
+
+
+def logged_run_flops(run_dir: Path, dims: ModelDims, tokenizer, delethink: tuple[int, int] | None) -> float:
+    """Generation + training FLOPs of every trajectory a run logged in run_dir/rollouts/ (validation not
+    counted). delethink = (C, m), or None for LongCoT."""
+    total, question_len = 0.0, {}
+    for path in sorted((Path(run_dir) / "rollouts").glob("step_*[0-9].jsonl")):
+        for row in read_jsonl(path):
+            prompt = row["prompt"]
+            if prompt not in question_len:
+                question_len[prompt] = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+            q, thinking = question_len[prompt], row["thinking_tokens"]
+            cost = (
+                longcot_cost(dims, q, thinking)
+                if delethink is None
+                else delethink_cost(dims, q, thinking, *delethink)
+            )
+            total += cost.total_flops
+    return total
 
 
 def h100_months(flops_per_trace: float, traces: int, mfu: float) -> float:
