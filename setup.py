@@ -9,7 +9,15 @@ setup(
     description="RL for reasoning LLMs in two thinking environments: LongCoT and Delethink",
     python_requires=">=3.10",
     packages=find_packages(include=["verl", "verl.*"]),
-    package_data={"verl": ["trainer/config/*.yaml", "trainer/config/**/*.yaml"]},
+    package_data={
+        "verl": [
+            "trainer/config/*.yaml",
+            "trainer/config/**/*.yaml",
+            "tools/viewer/*.html",
+            "tools/viewer/*.js",
+            "tools/viewer/*.css",
+        ]
+    },
     install_requires=[
         "torch>=2.13",
         "transformers>=5.19,<6",  # 5.19: what sglang pins (model, engine, actor, e2e tests pass on it)

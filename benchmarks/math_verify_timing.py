@@ -51,7 +51,7 @@ def main() -> None:
     t = seconds(lambda: [in_process(g, a) for g, a in zip(truths, solutions, strict=True)])
     print(f"in-process parse+verify (main thread, signal timeouts): {t / n * 1e3:.2f} ms/item")
 
-    t = seconds(lambda: scorer.compute_score("m", "\\boxed{1}", "1"))
+    t = seconds(lambda: scorer.compute_score("m", "</think>\\boxed{1}", "1"))
     print(f"first call, worker start (python + sympy import): {t:.2f} s")
 
     scores: list[float] = []
@@ -65,12 +65,12 @@ def main() -> None:
     print(f"worker, one batch of {n}, warm caches: {t / n * 1e3:.2f} ms/item")
     t = seconds(lambda: [scorer.compute_score("m", s, g) for s, g in zip(solutions, truths, strict=True)])
     print(f"worker, one call per item, warm caches: {t / n * 1e3:.2f} ms/item")
-    t = seconds(lambda: [scorer.compute_score("m", "\\boxed{1}", "1") for _ in range(200)])
+    t = seconds(lambda: [scorer.compute_score("m", "</think>\\boxed{1}", "1") for _ in range(200)])
     print(f"worker round trip for a trivial item: {t / 200 * 1e3:.2f} ms")
 
-    t = seconds(lambda: scorer.compute_score("m", f"\\boxed{{{PATHOLOGICAL}}}", "1", timeout_s=1.0))
+    t = seconds(lambda: scorer.compute_score("m", f"</think>\\boxed{{{PATHOLOGICAL}}}", "1", timeout_s=1.0))
     print(f"pathological answer {PATHOLOGICAL} with a 1 s limit: returned after {t:.2f} s")
-    t = seconds(lambda: scorer.compute_score("m", "\\boxed{1}", "1"))
+    t = seconds(lambda: scorer.compute_score("m", "</think>\\boxed{1}", "1"))
     print(f"next call (worker restart): {t:.2f} s")
 
 

@@ -85,16 +85,41 @@ EXPECTED = {
         "trainer.name": "delethink",
         "trainer.group": "markovian_testbed",
     },
+    # the paper's runs: values from the paper and its reference configs (docs/PAPER_CONFIGS.md)
     "r1d-1.5b_deepscaler": {
         "actor_rollout_ref.model.path": "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
         "data.train_batch_size": 128,
         "actor_rollout_ref.rollout.n": 8,
         "actor_rollout_ref.actor.clip_ratio_high": 0.26,
-        "actor_rollout_ref.rollout.val_kwargs.n": 16,
+        "actor_rollout_ref.actor.optim.weight_decay": 0.0,
+        "actor_rollout_ref.rollout.val_kwargs.n": 32,
+        "trainer.test_freq": 50,
+        "trainer.save_freq": 25,
     },
-    "r1d-1.5b_deepscaler_longcot_8k": {"data.max_response_length": 8192, "data.max_prompt_length": 2048},
-    "r1d-1.5b_deepscaler_longcot_24k": {"data.max_response_length": 24576, "data.max_prompt_length": 2048},
+    "r1d-1.5b_deepscaler_longcot_8k": {
+        "data.max_response_length": 8192,
+        "data.max_prompt_length": 2048,
+        "actor_rollout_ref.actor.clip_ratio_high": 0.28,  # the reference's 8K run keeps its base's value
+        "actor_rollout_ref.actor.optim.weight_decay": 0.0,
+        "actor_rollout_ref.rollout.val_kwargs.n": 32,
+        "trainer.test_freq": 50,
+        "trainer.save_freq": 25,
+    },
+    "r1d-1.5b_deepscaler_longcot_24k": {
+        "data.max_response_length": 24576,
+        "data.max_prompt_length": 2048,
+        "actor_rollout_ref.actor.clip_ratio_high": 0.26,
+        "actor_rollout_ref.actor.optim.weight_decay": 0.0,
+        "actor_rollout_ref.rollout.val_kwargs.n": 32,
+        "trainer.test_freq": 50,
+        "trainer.save_freq": 25,
+    },
     "r1d-1.5b_deepscaler_delethink_24k": {
+        "actor_rollout_ref.actor.clip_ratio_high": 0.26,
+        "actor_rollout_ref.actor.optim.weight_decay": 0.0,
+        "actor_rollout_ref.rollout.val_kwargs.n": 32,
+        "trainer.test_freq": 50,
+        "trainer.save_freq": 10,  # the reference checkpoints Delethink more often
         "algorithm.delethink.chunk_size": 8192,
         "data.max_response_length": 8192,
         "algorithm.delethink.keep_tail": 3996,  # 8192 // 2 - 100
@@ -103,6 +128,10 @@ EXPECTED = {
         "algorithm.delethink.max_chunks": 5,
     },
     "r1d-1.5b_openmath_delethink_96k": {
+        "actor_rollout_ref.model.path": "McGill-NLP/delethink-96k-base-1.5b",  # not R1-Distill
+        "actor_rollout_ref.actor.clip_ratio_high": 0.26,
+        "actor_rollout_ref.actor.optim.weight_decay": 0.0,
+        "trainer.save_freq": 10,
         "algorithm.delethink.max_chunks": 23,
         "algorithm.delethink.keep_tail": 3996,
         "data.max_prompt_length": 6545,
@@ -213,6 +242,28 @@ def test_paper_delethink_reuses_the_longcot_training_setup():
     assert delethink.data.train_batch_size == longcot.data.train_batch_size == 128
     assert delethink.thinking_budget == longcot.thinking_budget == 24576
     assert (delethink.trainer.name, longcot.trainer.name) == ("delethink", "ppo")
+
+
+REFERENCE_PROMPT = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
+# (training tasks, validation tasks) of the paper's runs, as the reference's configs choose them
+PAPER_TASKS = {
+    "r1d-1.5b_deepscaler_longcot_8k": (["deepscaler"], ["aime24", "aime25", "deepscaler_val"]),
+    "r1d-1.5b_deepscaler_longcot_24k": (["deepscaler"], ["aime24", "aime25", "deepscaler_val"]),
+    "r1d-1.5b_deepscaler_delethink_24k": (["deepscaler"], ["aime24", "aime25", "deepscaler_val"]),
+    "r1d-1.5b_openmath_delethink_96k": (["openmath"], ["aime24", "aime25", "openmath_val"]),
+}
+
+
+@pytest.mark.parametrize("name, tasks", PAPER_TASKS.items())
+def test_paper_runs_use_the_reference_tasks_prompt_and_validation(name, tasks):
+    config = load_config(compose_config(name), check_paths=False)
+    assert (list(config.train_tasks), list(config.val_tasks)) == tasks
+    every_task = [*config.train_tasks.values(), *config.val_tasks.values()]
+    assert {task.prompt_template for task in every_task} == {REFERENCE_PROMPT}
+    assert {task.system_prompt for task in every_task} == {None}
+    assert {task.n for task in config.val_tasks.values()} == {32}
+    slice_ = config.val_tasks[tasks[1][2]]  # the 30-problem slice of the training distribution
+    assert (slice_.max_samples, slice_.shuffle_seed) == (30, 42)
 
 
 def _dataclass_keys(cls: type, prefix: str = "") -> set[str]:

@@ -18,11 +18,11 @@ from verl.trainer.config_schema import CONFIG_DIR, ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_KEYS = {
-    "run", "mode", "thinking_budget", "max_chunks", "problem_index", "data_source", "problem",
-    "ground_truth", "extra_info", "sample_index", "seed", "chunks", "trace", "answer", "score",
-    "thinking_tokens", "num_chunks", "has_eos",
+    "run", "mode", "thinking_budget", "max_chunks", "keep_head", "keep_tail", "problem_index",
+    "data_source", "problem", "ground_truth", "extra_info", "sample_index", "seed", "chunks", "trace",
+    "answer", "score", "thinking_tokens", "num_chunks", "has_eos",
 }  # fmt: skip
-CHUNK_KEYS = {"prompt", "response", "prompt_tokens", "response_tokens", "finish_reason"}
+CHUNK_KEYS = {"prompt", "response", "response_ids", "prompt_tokens", "response_tokens", "finish_reason"}
 
 
 def base_overrides(assets, out_dir) -> list[str]:

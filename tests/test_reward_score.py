@@ -64,10 +64,41 @@ def test_every_reference_answer_scores_one_and_a_wrong_one_zero(name):
         # the answer part starts at the FIRST </think>; its last box is the answer
         ("a</think> \\boxed{5} then</think> \\boxed{8}", "8", 1.0),
         ("a</think> \\boxed{5} then</think> no box", "5", 1.0),
+        # math-verify's LaTeX extraction (the reference's): without a box, other LaTeX math is read
+        ("<think>hm</think> The answer is $7$.", "7", 1.0),
+        ("<think>hm</think> The answer is \\[\\frac{1}{2}\\]", "0.5", 1.0),
+        ("<think>hm</think> The answer is \\(x = 5\\).", "5", 1.0),
+        # ... but a box outranks any other math, wherever it stands
+        ("</think>So \\boxed{5}, since $x = 3$ fails.", "5", 1.0),
+        ("</think>So \\boxed{5}, since $x = 3$ fails.", "3", 0.0),
+        # two different boxes are read as the set of both: neither alone is the answer
+        ("</think>First \\boxed{3}. Hmm, no: \\boxed{4}", "4", 0.0),
+        ("</think>First \\boxed{3}. Hmm, no: \\boxed{4}", "\\{3, 4\\}", 1.0),
+        ("</think>\\boxed{4} and again \\boxed{4}", "4", 1.0),
+        # gold answers already in math mode are read as they are
+        (boxed("0.5"), "$\\frac{1}{2}$", 1.0),
+        (boxed("0.5"), "\\(\\frac{1}{2}\\)", 1.0),
     ],
 )
 def test_compute_score(solution, truth, expected):
     assert compute_score("math", solution, truth) == expected
+
+
+@pytest.mark.parametrize(
+    "gold, latex",
+    [
+        ("5", "\\[5\\]"),
+        ("  x=5 ", "\\[x=5\\]"),
+        ("\\frac{1}{2}", "\\[\\frac{1}{2}\\]"),
+        ("$5$", "$5$"),
+        ("\\(5\\)", "\\(5\\)"),
+        ("\\[5\\]", "\\[5\\]"),
+        ("$", "\\[$\\]"),  # one dollar sign does not open and close math
+        ("\\$5", "\\[\\$5\\]"),  # an escaped dollar (money) is not math mode either
+    ],
+)
+def test_gold_as_latex(gold, latex):
+    assert math_verify.gold_as_latex(gold) == latex
 
 
 @pytest.mark.parametrize(

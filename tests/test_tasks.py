@@ -15,17 +15,17 @@ import pytest
 
 from verl.data.tasks import BadRow, load_split, load_task, normalise_answer, read_task_rows
 from verl.models.tiny import build_tokenizer
-from verl.trainer.config_schema import TaskConfig, compose_config, load_config
+from verl.trainer.config_schema import ConfigError, TaskConfig, compose_config, load_config
 
 MATH_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "math"
 NO_LIMIT = 100_000  # tokens: the byte-level tiny tokenizer makes long prompts (5167 tokens at most here)
 
 # rows per task as in ../shared/data/math/SOURCES.md; math_train drops its 4 rows without an answer
 ROWS = {
-    "aime24": 30, "aime25": 30, "amc23": 40, "math500": 500, "gsm8k": 1319,
+    "aime24": 30, "aime25": 30, "amc23": 40, "math500": 500, "gsm8k": 1319, "deepscaler_val": 30,
     "deepscaler": 803, "deepscaler_aime": 975, "math_train": 7470,
 }  # fmt: skip
-VAL_TASKS = ["aime24", "aime25", "amc23", "math500", "gsm8k"]
+VAL_TASKS = ["aime24", "aime25", "amc23", "math500", "gsm8k", "deepscaler_val"]
 TRAIN_TASKS = ["deepscaler", "deepscaler_aime", "math_train"]
 
 
@@ -79,7 +79,8 @@ def test_every_shared_task_loads(name, shared_tasks, loaded):
     assert len(items) == ROWS[name]
     assert {it.data_source for it in items} == {name}
     assert all(isinstance(it.ground_truth, str) and it.ground_truth for it in items)
-    assert [it.extra_info["index"] for it in items[:3]] == [0, 1, 2]  # file order without shuffle_seed
+    if task.shuffle_seed is None:
+        assert [it.extra_info["index"] for it in items[:3]] == [0, 1, 2]  # file order
     assert {it.val_n for it in items} == {task.n}
 
 
@@ -122,8 +123,8 @@ def test_template_wraps_the_problem_for_the_chat(shared_tasks, loaded, tokenizer
     row = read_task_rows(shared_tasks["aime25"].path)[0]
     text = tokenizer.decode(loaded["aime25"][0].prompt_ids)
     expected = (
-        f"<|user|>{row['problem']}\n\nWork through it step by step, then write the final answer in "
-        "\\boxed{}.<|assistant|><think>"
+        f"<|user|>{row['problem']}\n\nPlease reason step by step, and put your final answer within "
+        "\\boxed{}.<|assistant|><think>"  # the paper's reference wording
     )
     assert text == expected
     gsm = read_task_rows(shared_tasks["gsm8k"].path)[0]
@@ -260,8 +261,63 @@ def test_config_mistakes_fail_whatever_bad_rows_says(tokenizer, tmp_path):
         load_task(
             "t", TaskConfig(path=path, data_source="s", prompt_template="{problem} \\boxed{}"), tokenizer, 100
         )
-    with pytest.raises(FileNotFoundError, match="task file .*nope.jsonl does not exist"):
+    with pytest.raises(FileNotFoundError, match="task t: task file .*nope.jsonl does not exist$"):
         load_task("t", TaskConfig(path=str(tmp_path / "nope.jsonl"), data_source="s"), tokenizer, 100)
+
+
+def test_deepscaler_val_is_a_fixed_slice_of_the_stored_rows(shared_tasks, loaded):
+    picked = [it.extra_info["index"] for it in loaded["deepscaler_val"]]
+    assert len(set(picked)) == 30 and picked != list(range(30))  # shuffled with seed 42, not the head
+    rows = read_task_rows(shared_tasks["deepscaler_val"].path)
+    assert [it.ground_truth for it in loaded["deepscaler_val"]] == [
+        normalise_answer(rows[i]["answer"]) for i in picked
+    ]
+
+
+# --- files not stored here: the OpenMath sets of the 96K run ---------------------------------------------
+
+OPENMATH = {  # task -> (group, file under MATH_DATA_DIR, Hugging Face dataset it comes from)
+    "openmath": ("train_tasks", "openmath_filtered.jsonl", "McGill-NLP/openmath-filtered"),
+    "openmath_val": ("val_tasks", "openmath_reasoning_test.jsonl", "MathMindsAGI/OpenMathReasoning_ready"),
+}
+
+
+def openmath_task(name: str) -> TaskConfig:
+    group = OPENMATH[name][0]
+    config = load_config(compose_config("tiny_longcot", [f"{group}=[{name}]"]), check_paths=False)
+    return getattr(config, group)[name]
+
+
+@pytest.mark.parametrize("name", list(OPENMATH))
+def test_openmath_loads_its_local_copy_from_math_data_dir(name, tokenizer, tmp_path, monkeypatch):
+    monkeypatch.setenv("MATH_DATA_DIR", str(tmp_path))
+    rows = [{"problem": f"What is {i} + {i}?", "answer": str(2 * i), "source": "x"} for i in range(40)]
+    write_rows(tmp_path / OPENMATH[name][1], rows)
+    task = openmath_task(name)
+    assert task.path == f"{tmp_path}/{OPENMATH[name][1]}"
+    items = load_task(name, task, tokenizer, NO_LIMIT)
+    assert len(items) == (40 if name == "openmath" else 30)  # the validation slice takes 30
+    assert {it.data_source for it in items} == {name}
+    assert all(it.ground_truth == str(2 * it.extra_info["index"]) for it in items)
+
+
+@pytest.mark.parametrize("name", list(OPENMATH))
+def test_a_missing_openmath_file_says_how_to_get_it(name, tokenizer, tmp_path, monkeypatch):
+    monkeypatch.setenv("MATH_DATA_DIR", str(tmp_path / "empty"))
+    group, file, dataset = OPENMATH[name]
+    path = f"{tmp_path}/empty/{file}"
+    how = (
+        f"fetch it (the test split of the Hugging Face dataset {dataset}) where there is network access: "
+        f"python -c \"import datasets; datasets.load_dataset('{dataset}', split='test').to_json('{path}')\" "
+        f"or point MATH_DATA_DIR at a directory holding {file}"
+    )
+    with pytest.raises(FileNotFoundError) as error:
+        load_task(name, openmath_task(name), tokenizer, NO_LIMIT)
+    assert str(error.value) == f"task {name}: task file {path} does not exist; {how}"
+    # the run's start-up check says the same before anything is loaded
+    with pytest.raises(ConfigError) as error:
+        load_config(compose_config("r1d-1.5b_openmath_delethink_96k"))
+    assert f"{group}.{name}.path='{path}': no such file; {how}" in str(error.value)
 
 
 # --- answer normalisation (hand-written cases) --------------------------------------------------------------
@@ -317,12 +373,14 @@ def test_selecting_several_options_of_a_group_merges_them():
         ["deepscaler", "math_train"], ["math500"]
     )  # fmt: skip
     # the paper's configs select their tasks in the defaults list; the command line replaces or clears them
-    assert tasks_of("r1d-1.5b_deepscaler_delethink_24k") == (["deepscaler"], ["aime24", "aime25"])
+    assert tasks_of("r1d-1.5b_deepscaler_delethink_24k") == (
+        ["deepscaler"], ["aime24", "aime25", "deepscaler_val"]
+    )  # fmt: skip
     assert tasks_of("r1d-1.5b_deepscaler_longcot_8k", "val_tasks=[math500]", "train_tasks=[]") == (
         [],
         ["math500"],
     )
-    assert tasks_of("r1d-1.5b_openmath_delethink_96k") == ([], ["aime24", "aime25"])
+    assert tasks_of("r1d-1.5b_openmath_delethink_96k") == (["openmath"], ["aime24", "aime25", "openmath_val"])
     cfg = compose_config("tiny_longcot", ["val_tasks=[aime24]", "val_tasks.aime24.n=4"])
     assert cfg.val_tasks.aime24.n == 4 and cfg.val_tasks.aime24.data_source == "aime24"
 
@@ -340,7 +398,7 @@ def test_load_split_puts_data_files_before_tasks(tokenizer, tmp_path, monkeypatc
     config = load_config(cfg, check_paths=False)
     items = load_split(config, "val", tokenizer, NO_LIMIT)
     assert [it.data_source for it in items] == ["mine"] + ["aime24"] * 30 + ["amc23"] * 3
-    assert [items[0].val_n, items[1].val_n, items[-1].val_n] == [None, 16, 16]
+    assert [items[0].val_n, items[1].val_n, items[-1].val_n] == [None, 32, 32]
     tasks_only = dataclasses.replace(config, data=dataclasses.replace(config.data, val_files=[]))
     assert len(load_split(tasks_only, "val", tokenizer, NO_LIMIT)) == 33
     nothing = dataclasses.replace(tasks_only, val_tasks={})

@@ -134,6 +134,9 @@ def _check_columns(name: str, task: TaskConfig, rows: list[dict[str, Any]]) -> N
 def load_task(name: str, task: TaskConfig, tokenizer, max_prompt_tokens: int) -> list[PromptItem]:
     """Prompts of one task: rows in file order, or shuffled with `shuffle_seed`; the first `max_samples`
     usable rows (-1: all). Bad rows are dropped and counted, or raise (`bad_rows: error`)."""
+    if not Path(task.path).is_file():
+        how = f"; {task.how_to_get}" if task.how_to_get else ""
+        raise FileNotFoundError(f"task {name}: task file {task.path} does not exist{how}")
     rows = read_task_rows(task.path)
     _check_columns(name, task, rows)
     order = (

@@ -149,6 +149,8 @@ def sample_records(
                 "mode": run.mode,
                 "thinking_budget": run.thinking_budget,
                 "max_chunks": run.max_chunks,
+                "keep_head": None if run.delethink is None else run.delethink.keep_head,
+                "keep_tail": None if run.delethink is None else run.delethink.keep_tail,
                 "problem_index": p,
                 "data_source": item.data_source,
                 "problem": tokenizer.decode(item.prompt_ids),
@@ -160,6 +162,7 @@ def sample_records(
                     {
                         "prompt": tokenizer.decode(turn.prompt_ids),
                         "response": tokenizer.decode(turn.response_ids),
+                        "response_ids": list(turn.response_ids),  # the viewer cuts chunks at token edges
                         "prompt_tokens": len(turn.prompt_ids),
                         "response_tokens": len(turn.response_ids),
                         "finish_reason": turn.finish_reason,

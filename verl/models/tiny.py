@@ -61,7 +61,7 @@ DEFAULT_DIMS = dict(
 )
 
 
-def _byte_symbols() -> list[str]:
+def byte_symbols() -> list[str]:
     """The 256 ByteLevel symbols ordered by the byte each stands for, so that token id == byte value.
 
     ByteLevel writes a printable byte as the character with the same code point and moves every other
@@ -77,7 +77,7 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     # NFC + ByteLevel pipeline): building with the same class makes a saved-then-loaded tokenizer identical
     # to this one. With no merges its split regex changes nothing: every byte is its own token.
     tokenizer = Qwen2Tokenizer(
-        vocab={symbol: i for i, symbol in enumerate(_byte_symbols())},
+        vocab={symbol: i for i, symbol in enumerate(byte_symbols())},
         merges=[],
         unk_token=None,  # every byte is in the vocabulary; the class default would add an extra token
         eos_token=EOS,

@@ -235,6 +235,7 @@ class TrainerConfig:
     resume_from_path: str | None = None
     default_local_dir: str = "outputs/run"
     log_rollouts: bool = True  # JSONL dumps under default_local_dir/rollouts/
+    log_val_generations: int = 0  # first N validation trajectories: wandb Table + val_generations.jsonl
     nnodes: int = 1
     n_gpus_per_node: int = 1
     device: str = "cpu"
@@ -256,6 +257,7 @@ class TaskConfig:
     shuffle_seed: int | None = None  # set: shuffle rows with this seed before max_samples
     n: int | None = None  # validation samples per problem; None: rollout.val_kwargs.n
     bad_rows: str = "filter"  # filter: drop bad rows and log the count | error: fail naming the row
+    how_to_get: str | None = None  # for a file not stored here: how to obtain it, said when it is missing
 
 
 @dataclass
@@ -480,6 +482,7 @@ def _rule_errors(c: PolicyIterationConfig) -> list[str]:
         check(key, lambda v: v > 0, "must be > 0")
     for key in (f"{actor}.optim.weight_decay", f"{actor}.optim.lr_warmup_steps", f"{actor}.kl_loss_coef"):
         check(key, lambda v: v >= 0, "must be >= 0")
+    check("trainer.log_val_generations", lambda v: v >= 0, "must be >= 0 (0: log none)")
     for key in ("data.val_batch_size", "trainer.test_freq", "trainer.save_freq"):
         check(key, lambda v: v == -1 or v > 0, "must be -1 (off / all at once) or > 0")
     for split in ("train", "val"):
@@ -720,7 +723,8 @@ def _path_errors(c: PolicyIterationConfig) -> list[str]:
     for split in ("train", "val"):
         for name, task in getattr(c, f"{split}_tasks").items():
             if not Path(task.path).is_file():
-                missing(f"{split}_tasks.{name}.path", task.path, "no such file")
+                how = f"; {task.how_to_get}" if task.how_to_get else ""
+                missing(f"{split}_tasks.{name}.path", task.path, f"no such file{how}")
     reward_path = c.custom_reward_function.path
     if reward_path is not None and not Path(reward_path).is_file():
         missing("custom_reward_function.path", reward_path, "no such file")

@@ -1,8 +1,10 @@
 """Metrics go to the console, to `metrics.jsonl` in the run directory, and to wandb.
 
 metrics.jsonl is the project's own record (one JSON object per step, with a `step` key): tests and
-plots read it. wandb runs offline when no API key is configured, and LongCoT and Delethink runs of
-one study share a wandb group so they sit side by side.
+plots read it. Validation generations (trainer.log_val_generations) go next to it, to
+val_generations.jsonl (the rows the rollout viewer reads), and to wandb as a Table. wandb runs
+offline when no API key is configured, and LongCoT and Delethink runs of one study share a wandb
+group so they sit side by side.
 """
 
 from __future__ import annotations
@@ -49,14 +51,12 @@ class Tracking:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = self.run_dir / "metrics.jsonl"
-        if "jsonl" in loggers and self.metrics_path.exists():
-            # a resumed run rewrites history from its checkpoint on: drop steps the crash left behind
-            kept = [
-                r
-                for r in read_jsonl(self.metrics_path)
-                if resume_step is not None and r["step"] <= resume_step
-            ]
-            atomic_write_jsonl(self.metrics_path, kept)
+        self.generations_path = self.run_dir / "val_generations.jsonl"
+        for path in (self.metrics_path, self.generations_path):
+            if "jsonl" in loggers and path.exists():
+                # a resumed run rewrites history from its checkpoint on: drop steps the crash left behind
+                kept = [r for r in read_jsonl(path) if resume_step is not None and r["step"] <= resume_step]
+                atomic_write_jsonl(path, kept)
         self.wandb_run = None
         if "wandb" in loggers:
             import wandb
@@ -71,17 +71,53 @@ class Tracking:
     def log(self, metrics: dict[str, Any], step: int) -> None:
         record = {"step": step, **{k: _jsonable(v) for k, v in metrics.items()}}
         if "jsonl" in self.loggers:
-            with self.metrics_path.open("a") as f:
-                f.write(json.dumps(record) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+            _append_jsonl(self.metrics_path, [record])
         if "console" in self.loggers:
             shown = " ".join(f"{k}={metrics[k]:.4g}" for k in CONSOLE_KEYS if k in metrics)
             tqdm.write(f"step {step}: {shown}")
         if self.wandb_run is not None:
             self.wandb_run.log(metrics, step=step)
 
+    def log_generations(self, rows: list[dict[str, Any]], step: int) -> None:
+        """Validation generation rows (trainer/ppo/rollout_records.py: trajectory rows with `chunks`)."""
+        if not rows:
+            return
+        if "jsonl" in self.loggers:
+            _append_jsonl(self.generations_path, rows)
+        if self.wandb_run is not None:
+            import wandb
+
+            columns, data = generation_table(rows)
+            self.wandb_run.log({"val/generations": wandb.Table(columns=columns, data=data)}, step=step)
+
     def finish(self) -> None:
         if self.wandb_run is not None:
             self.wandb_run.finish()
             self.wandb_run = None
+
+
+def generation_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """Generation rows as table columns and data: one text cell holds every chunk's response, each
+    under a `--- chunk k ---` line, so a reader sees where the context was reset."""
+    columns = ["step", "index", "data_source", "question", "chunks", "num_chunks", "answer", "score"]
+    data = [
+        [
+            r["step"],
+            r["index"],
+            r["data_source"],
+            r["prompt"],
+            "\n".join(f"--- chunk {c['chunk'] + 1} ---\n{c['response']}" for c in r["chunks"]),
+            len(r["chunks"]),
+            r["answer"],
+            r["score"],
+        ]
+        for r in rows
+    ]
+    return columns, data
+
+
+def _append_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+    with path.open("a") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+        f.flush()
+        os.fsync(f.fileno())

@@ -29,6 +29,7 @@ from verl.trainer.config_schema import PolicyIterationConfig
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.batch import collate_rows, trajectory_rows
 from verl.trainer.ppo.metric_utils import problem_metrics
+from verl.trainer.ppo.rollout_records import carry_sizes, chunk_records, trajectory_record
 from verl.utils import checkpoint
 from verl.utils.fs import atomic_write_jsonl, atomic_write_text
 from verl.utils.reward_score.boxed import extract_final_answer
@@ -89,6 +90,7 @@ class RayPPOTrainer:
         self.run_dir = Path(config.trainer.default_local_dir)
         self.cumulative: dict[str, float] = defaultdict(float)
         self.completions: CompletionsLog | None = None  # gym runs: completions.jsonl, opened by fit()
+        self.val_generations: list[dict[str, Any]] = []  # the latest validation's, for the tracker
         self.env_rollout: EnvManagerRollout | None = None
         env_manager = config.actor_rollout_ref.rollout.env_manager
         if env_manager.enable:  # episodes run in rollout-worker actors that call the ranks' engines
@@ -110,19 +112,23 @@ class RayPPOTrainer:
         last: dict[str, float] = {}
         try:
             if cfg.val_before_train and start_step == 0:
-                last = self.validate()
+                last = self.validate(step=0)
                 tracker.log(last, step=0)
+                tracker.log_generations(self.val_generations, step=0)
             bar = tqdm(
                 total=cfg.total_training_steps, initial=start_step, desc=cfg.experiment_name, unit="step"
             )
             for step in range(start_step + 1, cfg.total_training_steps + 1):
                 metrics = self.train_step(step)
                 is_last = step == cfg.total_training_steps
-                if cfg.test_freq > 0 and (step % cfg.test_freq == 0 or is_last):
-                    metrics.update(self.validate())
+                validated = cfg.test_freq > 0 and (step % cfg.test_freq == 0 or is_last)
+                if validated:
+                    metrics.update(self.validate(step))
                 if is_last or (cfg.save_freq > 0 and step % cfg.save_freq == 0):
                     self.save_checkpoint(step)
                 tracker.log(metrics, step=step)
+                if validated:
+                    tracker.log_generations(self.val_generations, step=step)
                 last = metrics
                 bar.update(1)
             bar.close()
@@ -253,10 +259,11 @@ class RayPPOTrainer:
             items_all += items
         return items_all, trajectories
 
-    def validate(self) -> dict[str, float]:
+    def validate(self, step: int) -> dict[str, float]:
         val_n = self.config.actor_rollout_ref.rollout.val_kwargs.n
         items_all, trajectories = self.generate_validation()
         results = self.score(items_all, trajectories)
+        self.val_generations = self.generation_rows(step, items_all, trajectories, results)
         # per problem (its samples are adjacent), then averaged per data source
         per_source: dict[str, list[dict[str, float]]] = defaultdict(list)
         lengths: dict[str, list[int]] = defaultdict(list)
@@ -284,26 +291,31 @@ class RayPPOTrainer:
         metrics.update(env_metrics("val/env", trajectories))
         return metrics
 
+    def generation_rows(self, step, items, trajectories, results) -> list[dict[str, Any]]:
+        """The first trainer.log_val_generations validation trajectories, each with its chunks; the
+        validation order and seeds are fixed, so every validation logs the same prompts and samples."""
+        decode, carry = self.tokenizer.decode, carry_sizes(self.config)
+        n = self.config.trainer.log_val_generations
+        kept = zip(items[:n], trajectories[:n], results[:n], strict=True)
+        return [
+            {
+                **trajectory_record(step, i, item, traj, result.solution_str, result.score, decode, carry),
+                "chunks": chunk_records(step, i, traj, decode),
+            }
+            for i, (item, traj, result) in enumerate(kept)
+        ]
+
     # -- outputs ------------------------------------------------------------------------------
     def dump_rollouts(self, step, items, trajectories, results, advantages) -> None:
         out = self.run_dir / "rollouts"
-        decode = self.tokenizer.decode
+        decode, carry = self.tokenizer.decode, carry_sizes(self.config)
         flat, chunks = [], []
         for i, (item, traj, result, adv) in enumerate(
             zip(items, trajectories, results, advantages, strict=True)
         ):
-            flat.append({
-                "step": step, "index": i, "data_source": item.data_source,
-                "prompt": decode(item.prompt_ids), "response": result.solution_str,
-                "ground_truth": item.ground_truth, "score": result.score, "advantage": adv,
-                "num_turns": traj.num_turns, "thinking_tokens": traj.trace_length, "has_eos": traj.has_eos,
-            })  # fmt: skip
-            for c, turn in enumerate(traj.turns):
-                chunks.append({
-                    "step": step, "index": i, "chunk": c, "prompt": decode(turn.prompt_ids),
-                    "response": decode(turn.response_ids), "prompt_tokens": len(turn.prompt_ids),
-                    "response_tokens": len(turn.response_ids), "finish_reason": turn.finish_reason,
-                })  # fmt: skip
+            record = trajectory_record(step, i, item, traj, result.solution_str, result.score, decode, carry)
+            flat.append({**record, "advantage": adv})
+            chunks += chunk_records(step, i, traj, decode)
         atomic_write_jsonl(out / f"step_{step}.jsonl", flat)
         atomic_write_jsonl(out / f"step_{step}_chunks.jsonl", chunks)
 

@@ -1,12 +1,20 @@
-"""Math answer scoring with math-verify, behind our own time limit.
+"""Math answer scoring with math-verify, as the paper's reference implementation scores it.
 
-math-verify 0.9.0 bounds its own work with `signal.alarm`, which raises ValueError anywhere but the
-main thread (thread pools, threaded or async Ray actors); with its timeouts disabled it runs anywhere
-but a pathological answer such as `9^{9^{9^{9}}}` never returns. So parse/verify run in one persistent
-worker process per scoring process, with math-verify's timeouts off, and the parent enforces
-`timeout_s` per item: an item that overruns gets 0.0 and the worker is killed and restarted. A batch
-goes to the worker in one message and the results stream back one by one, so the IPC cost is paid once
-per batch while every item still gets its own limit.
+A trace has an answer only once its thinking is closed (`boxed.strip_thinking`): the text after the
+first `</think>` goes to math-verify's LaTeX extraction, which takes the rightmost `\\boxed{}` first
+(`boxed_match_priority=0`; two boxes a few words apart are read together, as the set of both), then
+"final answer is ..." or "answer: ..." followed by LaTeX, then any LaTeX math (`$...$`, `\\[...\\]`).
+Only the best-ranked match is tried, with no plain-string fallback. The gold answer is wrapped as
+display math (`gold_as_latex`) and parsed the same way. math-verify's own limits are the reference's:
+1 s per parse, 2 s per comparison.
+
+Those limits are `signal.alarm`s, which raise ValueError anywhere but the main thread (thread pools,
+threaded or async Ray actors), and which cannot cut a long C call short (Python runs signal handlers
+between bytecodes; sympy's big-integer power in `9^{9^{9^{9}}}` never returns). So parse/verify run
+on the main thread of one persistent worker process per scoring process, and the parent enforces
+`timeout_s` per item on top: an item that overruns gets 0.0 and the worker is killed and restarted.
+A batch goes to the worker in one message and the results stream back one by one, so the IPC cost
+is paid once per batch while every item still gets its own limit.
 
 The worker is a fresh interpreter (fork + exec, like multiprocessing's "spawn", so it is safe inside
 threaded Ray actors) started with subprocess rather than multiprocessing, because multiprocessing
@@ -31,9 +39,12 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from verl.utils.reward_score.boxed import extract_final_answer
+from verl.utils.reward_score.boxed import strip_thinking
 
-DEFAULT_TIMEOUT_S = 5.0  # per item; legitimate answers verify in well under 0.1 s
+DEFAULT_TIMEOUT_S = 5.0  # per item, enforced by the parent; legitimate answers verify in well under 0.1 s
+# math-verify's own limits inside the worker, the reference's values (whole seconds: signal.alarm)
+PARSE_TIMEOUT_S = 1
+VERIFY_TIMEOUT_S = 2
 _WORKER_START_TIMEOUT_S = 120.0  # a fresh python importing sympy; generous for a loaded 2-core box
 _READY = "ready"
 _ORPHAN_GRACE_S = 1.0  # a worker stuck this long past the limit has lost its parent: it exits itself
@@ -49,7 +60,7 @@ def compute_score(
     extra_info: dict | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> float:
-    """1.0 if the last \\boxed{} after </think> equals `ground_truth` under math-verify, else 0.0.
+    """1.0 if the answer math-verify extracts after the first </think> equals `ground_truth`, else 0.0.
 
     Never raises on any solution string and spends at most `timeout_s` verifying it; the only error is
     a worker process that cannot start at all (math-verify missing).
@@ -69,13 +80,26 @@ def compute_scores(
     to_verify: list[int] = []
     pairs: list[tuple[str, str]] = []
     for i, (solution, truth) in enumerate(zip(solution_strs, ground_truths, strict=True)):
-        answer = extract_final_answer(solution) if isinstance(solution, str) else None
-        if answer is not None:
+        answer_part = strip_thinking(solution) if isinstance(solution, str) else None
+        if answer_part is not None:
             to_verify.append(i)
-            pairs.append((str(truth), answer))
+            pairs.append((gold_as_latex(str(truth)), answer_part))
     for i, score in zip(to_verify, _verify_in_worker(pairs, timeout_s), strict=True):
         scores[i] = score
     return scores
+
+
+def gold_as_latex(answer: str) -> str:
+    """`answer` as LaTeX display math `\\[...\\]`, kept as it is when already in math mode.
+
+    math-verify's LaTeX extraction only reads math it can delimit, so a bare `x=5` or `\\frac12` would
+    not be found; an answer that already carries `$...$`, `\\(...\\)` or `\\[...\\]` would break if
+    wrapped again.
+    """
+    text = answer.strip()
+    dollars = len(text) > 1 and text.startswith("$") and text.endswith("$")
+    delimited = ("\\[" in text and "\\]" in text) or ("\\(" in text and "\\)" in text)
+    return text if dollars or delimited else f"\\[{text}\\]"
 
 
 # ---- worker side: runs on the main thread of the worker process ----
@@ -84,16 +108,26 @@ def compute_scores(
 def _serve(conn_fd: int) -> None:
     conn = Connection(conn_fd)
 
-    from math_verify import parse, verify
+    from math_verify import LatexExtractionConfig, parse, verify
 
-    # the only thing it logs with timeouts off is a warning that they are off; our parent enforces them
+    # its warnings are its timeouts, each printing the whole answer text; the 0.0 score says enough
     logging.getLogger("math_verify").setLevel(logging.ERROR)
+    # boxed first, then the anchored forms, then any LaTeX math; math-verify's default normalisation,
+    # which is what the reference's config amounts to (docs/PAPER_CONFIGS.md)
+    latex_only = [LatexExtractionConfig(boxed_match_priority=0)]
 
-    def verify_pair(gold: str, answer: str) -> float:
+    def extract(latex: str) -> list:
+        return parse(
+            latex,
+            extraction_config=latex_only,
+            fallback_mode="no_fallback",  # an unparseable match scores 0, not as a raw string
+            extraction_mode="first_match",  # only the best-ranked match is tried
+            parsing_timeout=PARSE_TIMEOUT_S,
+        )
+
+    def verify_pair(gold_latex: str, answer_part: str) -> float:
         try:
-            gold_parsed = parse("\\boxed{" + gold + "}", parsing_timeout=None)
-            answer_parsed = parse("\\boxed{" + answer + "}", parsing_timeout=None)
-            return float(verify(gold_parsed, answer_parsed, timeout_seconds=None))
+            return float(verify(extract(gold_latex), extract(answer_part), timeout_seconds=VERIFY_TIMEOUT_S))
         except Exception:  # sympy raises all sorts (RecursionError, TypeError, ...) on odd input
             return 0.0
 
