@@ -165,6 +165,30 @@ def test_continuation_option_on_mixes_in_resumed_traces(tokenizer):
     assert labels == set("abcdef")
 
 
+def test_long_starts_are_the_first_tokens_of_problems_past_the_whole_trace_sizes(tokenizer):
+    task = main_sft.TaskConfig(
+        name="shift_register",
+        min_size=2,
+        max_size=5,
+        continuation=main_sft.ContinuationConfig(max_size=40),
+        long_start=main_sft.LongStartConfig(prob=0.5, tokens=27),
+    )
+    rng = random.Random(3)
+    examples = [main_sft.draw_training_example(rng, tokenizer, task) for _ in range(200)]
+    starts = [(p, t) for p, t in examples if t[-1] != tokenizer.eos_token_id]
+    assert 70 <= len(starts) <= 130  # about half; every other example is a whole trace ending in eos
+    sizes = set()
+    for prompt, target in starts:
+        question = tokenizer.decode(prompt).split("<|user|>")[1].split("<|")[0].strip()
+        start, n = question.split(" n=")
+        sizes.add(int(n))
+        # the first three steps exactly, counter starting at n: "NNN:WWWW NNN-1:WWWW NNN-2:WWWW "
+        assert tokenizer.decode(target) == shift_register.solve(start, int(n)).response[:27]
+    assert min(sizes) >= 6 and max(sizes) <= 40 and len(sizes) > 15
+    whole = [t for p, t in examples if t[-1] == tokenizer.eos_token_id]
+    assert all(len(t) <= shift_register.thinking_tokens(5) + 20 for t in whole)  # whole traces: sizes 2..5
+
+
 def test_lr_factor_warmup_then_cosine():
     factors = [main_sft.lr_factor(step, warmup_steps=2, total_steps=6, min_ratio=0.1) for step in range(6)]
     # warm-up 1/2, 2/2; then cosine over steps 2..5 from 1 down to 0.1
@@ -283,6 +307,18 @@ def test_config_errors_name_the_key_and_value(tmp_path):
     assert "task.continuation.keep_tail=30: keep_head + keep_tail = 4 + 30 must be < chunk_size=32" in str(
         error.value
     )
+    with pytest.raises(ConfigError) as error:
+        main_sft.load_sft_config(
+            compose_sft(
+                model, "task.continuation.prob=0.5", "task.long_start.prob=0.6", "task.long_start.tokens=0"
+            )
+        )
+    assert "task.long_start.prob=0.6: must be in [0, 1 - task.continuation.prob]" in str(error.value)
+    assert "task.long_start.tokens=0: must be >= 1" in str(error.value)
+    assert (
+        "task.long_start.prob=0.6 needs sizes past task.max_size=12: set task.continuation.max_size above it"
+        in str(error.value)
+    )
 
     (tmp_path / "sft").mkdir()
     (tmp_path / "sft" / "x").write_text("")
@@ -377,3 +413,8 @@ def test_the_testbed_config_loads_and_its_sizes_fit_the_budgets(tmp_path):
     assert shift_register.thinking_tokens(config.task.max_size) <= 4 * cont.chunk_size
     assert shift_register.thinking_tokens(config.task.max_size + 1) > 4 * cont.chunk_size
     assert shift_register.steps_for_thinking_tokens(16 * cont.chunk_size) == config.task.continuation_max_size
+    # long starts: the first three steps of problems past the whole traces (the counter starts at n)
+    assert (
+        config.task.long_start.prob > 0
+        and config.task.long_start.tokens == 3 * shift_register.TOKENS_PER_STEP
+    )

@@ -96,6 +96,21 @@ TASK_MAX_SIZE = {"running_sum": len(LABELS), "shift_register": shift_register.MA
 
 
 @dataclass
+class LongStartConfig:
+    """The first tokens of problems longer than any whole trace (off at prob 0).
+
+    A whole trace's first step can depend on the question's size (the shift register's counter starts
+    at n), and whole traces show only sizes up to task.max_size, so a model trained on them can misread
+    a larger n at the start; continuation chunks never show a start. These examples do: a problem of a
+    size drawn from (task.max_size, task.continuation_max_size], its chat prompt, and only the first
+    `tokens` response tokens as the target (no eos, so nothing teaches stopping there).
+    """
+
+    prob: float = 0.0  # share of training examples that are such a start
+    tokens: int = 27  # response tokens per start (27: three shift-register steps)
+
+
+@dataclass
 class TaskConfig:
     """The training problems. For the running sum they differ from the RL data on purpose, to get past
     two plateaus fast:
@@ -112,6 +127,7 @@ class TaskConfig:
     zero_prob: float = 0.0  # running_sum: each digit is 0 with this probability, else uniform over 0..9
     labels: str = LABELS  # running_sum: term i is labelled labels[i % len(labels)], also when held out
     continuation: ContinuationConfig = field(default_factory=ContinuationConfig)
+    long_start: LongStartConfig = field(default_factory=LongStartConfig)
 
     @property
     def continuation_max_size(self) -> int:
@@ -167,6 +183,7 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
         raise ConfigError(f"{e.full_key}: {str(e.msg).splitlines()[0]}") from None
     t = config.train
     cont = config.task.continuation
+    start = config.task.long_start
     try:
         check_labels(config.task.labels)
     except ValueError as e:
@@ -203,6 +220,16 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
         ],
         (0 <= config.task.zero_prob <= 1, f"task.zero_prob={config.task.zero_prob}: must be in [0, 1]"),
         (0 <= cont.prob <= 1, f"task.continuation.prob={cont.prob}: must be in [0, 1]"),
+        (
+            0 <= start.prob <= 1 - cont.prob,
+            f"task.long_start.prob={start.prob}: must be in [0, 1 - task.continuation.prob]",
+        ),
+        (start.tokens >= 1, f"task.long_start.tokens={start.tokens}: must be >= 1"),
+        (
+            start.prob == 0 or config.task.continuation_max_size > config.task.max_size,
+            f"task.long_start.prob={start.prob} needs sizes past task.max_size={config.task.max_size}: "
+            f"set task.continuation.max_size above it (now {config.task.continuation_max_size})",
+        ),
         (config.eval.num_problems >= 0, f"eval.num_problems={config.eval.num_problems}: must be >= 0"),
         (config.eval.max_new_tokens >= 1, f"eval.max_new_tokens={config.eval.max_new_tokens}: must be >= 1"),
         (config.num_threads >= 1, f"num_threads={config.num_threads}: must be >= 1"),
@@ -261,9 +288,13 @@ def continuation_example(
     return prompt + params.carry_over(target[:cut]), target[cut : cut + params.intermediate_budget]
 
 
-def draw_training_problem(rng: random.Random, task: TaskConfig, max_size: int | None = None) -> TaskProblem:
-    """A problem of a size drawn uniformly from [task.min_size, max_size or task.max_size]."""
-    size = rng.randint(task.min_size, task.max_size if max_size is None else max_size)
+def draw_training_problem(
+    rng: random.Random, task: TaskConfig, max_size: int | None = None, min_size: int | None = None
+) -> TaskProblem:
+    """A problem of a size drawn uniformly from [min_size or task.min_size, max_size or task.max_size]."""
+    size = rng.randint(
+        task.min_size if min_size is None else min_size, task.max_size if max_size is None else max_size
+    )
     if task.name == "shift_register":
         return shift_register.make_problem(rng, size)
     digits = [0 if rng.random() < task.zero_prob else rng.randrange(10) for _ in range(size)]
@@ -273,13 +304,17 @@ def draw_training_problem(rng: random.Random, task: TaskConfig, max_size: int | 
 def draw_training_example(
     rng: random.Random, tokenizer: PreTrainedTokenizerBase, task: TaskConfig
 ) -> tuple[list[int], list[int]]:
-    """A whole reference trace, or with probability task.continuation.prob the chunk after a cut drawn
+    """A whole reference trace; or with probability task.continuation.prob the chunk after a cut drawn
     uniformly among the cuts of a problem up to task.continuation_max_size (a trace too short to be cut
-    stays whole). The first chunk is not drawn: with it, one testbed warm start learned far slower
-    (recipes/markovian_testbed/README.md)."""
-    cont = task.continuation
-    # prob 0 draws nothing more from rng, so the default stream of problems is the one without this option
-    if cont.prob > 0 and rng.random() < cont.prob:
+    stays whole); or with probability task.long_start.prob the start of a problem past task.max_size.
+    The first chunk of a long problem is not drawn: with it, one testbed warm start learned far slower
+    (recipes/markovian_testbed/README.md); a long start is much shorter."""
+    cont, start = task.continuation, task.long_start
+    # both options at prob 0 draw nothing more from rng: the default stream is the one without them
+    if cont.prob == 0 and start.prob == 0:
+        return encode_example(tokenizer, draw_training_problem(rng, task))
+    draw = rng.random()
+    if draw < cont.prob:
         prompt, target = encode_example(
             tokenizer, draw_training_problem(rng, task, task.continuation_max_size)
         )
@@ -287,6 +322,10 @@ def draw_training_example(
         if cuts:
             return continuation_example(prompt, target, rng.choice(cuts), cont.params)
         return prompt, target
+    if draw < cont.prob + start.prob:
+        problem = draw_training_problem(rng, task, task.continuation_max_size, task.max_size + 1)
+        prompt, target = encode_example(tokenizer, problem)
+        return prompt, target[: start.tokens]
     return encode_example(tokenizer, draw_training_problem(rng, task))
 
 
