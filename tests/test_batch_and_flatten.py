@@ -4,9 +4,14 @@ import pytest
 import torch
 
 from verl.agent_loop.base import Trajectory, Turn
-from verl.trainer.delethink_ppo.flatten import flat_batch_correction_ratio, pad_rows_to_multiple
 from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.batch import collate_rows, trajectory_rows, trim_padding_columns
+from verl.trainer.ppo.batch import (
+    collate_rows,
+    flat_batch_correction_ratio,
+    pad_rows_to_multiple,
+    trajectory_rows,
+    trim_padding_columns,
+)
 
 PAD = 0
 

@@ -33,8 +33,7 @@ from verl.agent_loop.single_turn import SingleTurnAgentLoop
 from verl.data.rl_dataset import PromptItem
 from verl.models.tiny import build_model, build_tokenizer
 from verl.trainer.config_schema import ActorConfig
-from verl.trainer.delethink_ppo.flatten import flat_batch_correction_ratio
-from verl.trainer.ppo.batch import collate_rows, trajectory_rows
+from verl.trainer.ppo.batch import collate_rows, flat_batch_correction_ratio, trajectory_rows
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.rollout.base import SamplingParams
 from verl.workers.rollout.hf_engine import HFRolloutEngine

@@ -203,9 +203,19 @@ class DelethinkConfig:
 
 
 @dataclass
+class FilterGroupsConfig:
+    """algorithm.filter_groups: dynamic sampling (drop groups whose samples all scored the same)."""
+
+    enable: bool = False  # keep only groups whose scores differ; refill with new prompts up to the batch
+    max_num_gen_batches: int = 10  # the most batches one step generates; then it trains on what it has
+
+
+@dataclass
 class AlgorithmConfig:
     adv_estimator: str = "grpo"  # grpo | rloo
     norm_adv_by_std_in_grpo: bool = True
+    filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
+    filter_overlong_trajectories: bool = False  # train only on trajectories that ended with EOS
     delethink: DelethinkConfig = field(default_factory=DelethinkConfig)
 
 
@@ -566,6 +576,13 @@ def _rule_errors(c: PolicyIterationConfig) -> list[str]:
     check(f"{rollout}.val_kwargs.n", lambda v: v >= 1, "must be >= 1")
 
     one_of("algorithm.adv_estimator", core_algos.ADV_ESTIMATORS)
+    check("algorithm.filter_groups.max_num_gen_batches", lambda v: v >= 1, "must be >= 1")
+    check(
+        "algorithm.filter_groups.enable",
+        lambda v: not (v and c.actor_rollout_ref.rollout.env_manager.enable),
+        f"is not supported with {rollout}.env_manager.enable=true (episodes come from the env managers' "
+        "own dataset, which the refill cannot draw from)",
+    )
     one_of(f"{actor}.loss_agg_mode", core_algos.LOSS_AGG_MODES)
     one_of(f"{actor}.kl_loss_type", core_algos.KL_PENALTY_TYPES)
     # checked whatever the loop, like every other key; the rules tying it to other sections come below

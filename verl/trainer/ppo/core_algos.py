@@ -85,6 +85,39 @@ def compute_outcome_advantage(
     raise ValueError(f"unknown advantage estimator {estimator!r}; choose one of {ADV_ESTIMATORS}")
 
 
+def zero_std_ratio(scores: Tensor, group_ids: Sequence[Hashable]) -> float:
+    """Share of groups whose members all scored the same: they get advantage 0 and teach nothing."""
+    index, num_groups = _group_index(scores, group_ids)
+    lowest = torch.full((num_groups,), float("inf"), dtype=scores.dtype).scatter_reduce(
+        0, index, scores, "amin"
+    )
+    highest = torch.full((num_groups,), float("-inf"), dtype=scores.dtype).scatter_reduce(
+        0, index, scores, "amax"
+    )
+    return float((lowest == highest).to(torch.float32).mean())
+
+
+def rollout_prob_diff(
+    old_log_prob: Tensor, rollout_log_prob: Tensor, response_mask: Tensor
+) -> tuple[float, float]:
+    """Mean and max over masked tokens of |p_trainer - p_rollout| for the sampled tokens.
+
+    The engine and the trainer should compute the same distribution; a gap means different kernels or
+    precision (small, and TIS can correct it) or a different context (a bug: the trainer then
+    reinforces tokens in a context the policy never sampled them in).
+    """
+    if not old_log_prob.shape == rollout_log_prob.shape == response_mask.shape:
+        raise ValueError(
+            f"expected equal shapes, got {tuple(old_log_prob.shape)}, {tuple(rollout_log_prob.shape)}, "
+            f"{tuple(response_mask.shape)}"
+        )
+    diff = (old_log_prob.exp() - rollout_log_prob.exp()).abs()
+    selected = diff[response_mask.bool()]
+    if selected.numel() == 0:
+        return 0.0, 0.0
+    return float(selected.mean()), float(selected.max())
+
+
 # --------------------------------------------------------------------------------------------------
 # Loss aggregation
 

@@ -26,8 +26,14 @@ from verl.data.rl_dataset import DataOrder, PromptItem
 from verl.env_manager.rollout import EnvManagerRollout
 from verl.envs.report import CompletionsLog, completion_record, env_metrics
 from verl.trainer.config_schema import PolicyIterationConfig
-from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.batch import collate_rows, trajectory_rows
+from verl.trainer.ppo import core_algos, dynamic_sampling
+from verl.trainer.ppo.batch import (
+    TrainRow,
+    collate_rows,
+    flat_batch_correction_ratio,
+    pad_rows_to_multiple,
+    trajectory_rows,
+)
 from verl.trainer.ppo.metric_utils import problem_metrics
 from verl.trainer.ppo.rollout_records import carry_sizes, chunk_records, trajectory_record
 from verl.utils import checkpoint
@@ -142,29 +148,21 @@ class RayPPOTrainer:
         t_start = time.perf_counter()
         cfg = self.config
         timing: dict[str, float] = {}
-        t = time.perf_counter()
-        items, trajectories = self.generate_train_batch(step)
-        timing["timing/gen_s"] = time.perf_counter() - t
-        group_ids = [j // cfg.actor_rollout_ref.rollout.n for j in range(len(items))]  # groups are adjacent
-
-        t = time.perf_counter()
-        results = self.score(items, trajectories)
+        items, trajectories, results, sampling_metrics = self.collect_train_batch(step, timing)
+        n = cfg.actor_rollout_ref.rollout.n
+        group_ids = [j // n for j in range(len(items))]  # groups are adjacent
         scores = torch.tensor([r.score for r in results], dtype=torch.float32)
         advantages = core_algos.compute_outcome_advantage(
             scores, group_ids, cfg.algorithm.adv_estimator, cfg.algorithm.norm_adv_by_std_in_grpo
         )
-        timing["timing/reward_s"] = time.perf_counter() - t
-
-        batch, correction_ratio, batch_metrics = self.build_training_batch(trajectories, advantages.tolist())
-        t = time.perf_counter()
-        batch["old_log_probs"] = self.workers.compute_log_prob(batch)
-        if cfg.actor_rollout_ref.actor.use_kl_loss:
-            batch["ref_log_prob"] = self.workers.compute_ref_log_prob(batch)
-        timing["timing/old_log_prob_s"] = time.perf_counter() - t
-
-        t = time.perf_counter()
-        actor_metrics = self.workers.update_actor(batch, self.num_mini_batches(), correction_ratio)
-        timing["timing/update_s"] = time.perf_counter() - t
+        trained = list(range(len(trajectories)))
+        if cfg.algorithm.filter_overlong_trajectories:
+            trained = dynamic_sampling.finished_trajectories([t.has_eos for t in trajectories])
+        update_metrics: dict[str, float] = {"train/trained_trajectories": float(len(trained))}
+        if trained:  # else nothing finished: the step only logs
+            update_metrics.update(self.update(
+                [trajectories[i] for i in trained], [float(advantages[i]) for i in trained], timing
+            ))  # fmt: skip
 
         if cfg.trainer.log_rollouts:
             self.dump_rollouts(step, items, trajectories, results, advantages.tolist())
@@ -182,27 +180,112 @@ class RayPPOTrainer:
         return {
             "train/score_mean": float(scores.mean()),
             "train/advantage_abs_mean": float(advantages.abs().mean()),
-            "train/batch_rows": float(batch["responses"].shape[0]),
+            **sampling_metrics,
             **traj_metrics,
             **env_metrics("env", trajectories),
-            **batch_metrics,
-            **actor_metrics,
+            **update_metrics,
             **timing,
             **self.cumulative,
         }
 
-    def generate_train_batch(self, step: int) -> tuple[list[PromptItem], list[Trajectory]]:
-        """train_batch_size prompts x rollout.n trajectories, each GRPO group adjacent."""
+    def update(
+        self, trajectories: list[Trajectory], advantages: list[float], timing: dict[str, float]
+    ) -> dict[str, float]:
+        """Old (and reference) log-probs, then the PPO update, on the trajectories chosen for training."""
+        batch, correction_ratio, batch_metrics = self.build_training_batch(trajectories, advantages)
+        t = time.perf_counter()
+        batch["old_log_probs"] = self.workers.compute_log_prob(batch)
+        if self.config.actor_rollout_ref.actor.use_kl_loss:
+            batch["ref_log_prob"] = self.workers.compute_ref_log_prob(batch)
+        timing["timing/old_log_prob_s"] = time.perf_counter() - t
+        prob_diff_mean, prob_diff_max = core_algos.rollout_prob_diff(
+            batch["old_log_probs"], batch["rollout_log_probs"], batch["response_mask"]
+        )
+        t = time.perf_counter()
+        actor_metrics = self.workers.update_actor(batch, self.num_mini_batches(), correction_ratio)
+        timing["timing/update_s"] = time.perf_counter() - t
+        return {
+            "train/batch_rows": float(batch["responses"].shape[0]),
+            "train/rollout_prob_diff_mean": prob_diff_mean,
+            "train/rollout_prob_diff_max": prob_diff_max,
+            **batch_metrics,
+            **actor_metrics,
+        }
+
+    def collect_train_batch(
+        self, step: int, timing: dict[str, float]
+    ) -> tuple[list[PromptItem], list[Trajectory], list, dict[str, float]]:
+        """Generate and score a batch. With algorithm.filter_groups.enable, keep only the groups whose
+        scores differ and generate more batches (attempt 1, 2, ...) until train_batch_size groups are
+        kept or max_num_gen_batches batches were generated; the step then trains on what it kept."""
+        cfg = self.config
+        n = cfg.actor_rollout_ref.rollout.n
+        wanted = cfg.data.train_batch_size * n
+        filter_groups = cfg.algorithm.filter_groups
+        timing["timing/gen_s"] = timing["timing/reward_s"] = 0.0
+        items, trajectories, results = [], [], []
+        all_scores: list[float] = []  # every generated sample's score, for the zero-std ratio
+        attempts = 0
+        while True:
+            t = time.perf_counter()
+            new_items, new_trajectories = self.generate_train_batch(step, attempts)
+            timing["timing/gen_s"] += time.perf_counter() - t
+            t = time.perf_counter()
+            new_results = self.score(new_items, new_trajectories)
+            timing["timing/reward_s"] += time.perf_counter() - t
+            attempts += 1
+            new_scores = [r.score for r in new_results]
+            all_scores += new_scores
+            kept = range(len(new_items))
+            if filter_groups.enable:
+                kept = dynamic_sampling.group_members(dynamic_sampling.informative_groups(new_scores, n), n)
+            items += [new_items[i] for i in kept]
+            trajectories += [new_trajectories[i] for i in kept]
+            results += [new_results[i] for i in kept]
+            if (
+                not filter_groups.enable
+                or len(items) >= wanted
+                or attempts == filter_groups.max_num_gen_batches
+            ):
+                break
+        if not items:
+            raise RuntimeError(
+                f"step {step}: in all {attempts} generated batches every group's samples scored the same "
+                f"(algorithm.filter_groups.max_num_gen_batches={filter_groups.max_num_gen_batches}), so "
+                "there is nothing to learn from. Raise the cap or set algorithm.filter_groups.enable=false."
+            )
+        metrics = {
+            "train/zero_std_ratio": core_algos.zero_std_ratio(
+                torch.tensor(all_scores), [j // n for j in range(len(all_scores))]
+            )
+        }
+        if filter_groups.enable:
+            metrics["train/gen_batches"] = float(attempts)
+            metrics["train/kept_groups"] = float(min(len(items), wanted) // n)
+        return items[:wanted], trajectories[:wanted], results[:wanted], metrics
+
+    def generate_train_batch(self, step: int, attempt: int = 0) -> tuple[list[PromptItem], list[Trajectory]]:
+        """train_batch_size prompts x rollout.n trajectories, each GRPO group adjacent.
+
+        Attempt 0 takes the step's prompts from the data order. A dynamic-sampling refill (attempt >= 1)
+        draws prompts from a shuffled order of its own and samples from a seed stream of its own, so
+        both stay pure functions of (seed, step, attempt) and a resumed run generates what it would have.
+        """
         if self.env_rollout is not None:
             items, trajectories, _ = self.env_rollout.collect(step)
             return items, trajectories
         cfg = self.config
         rollout = cfg.actor_rollout_ref.rollout
-        items = [self.train_items[i] for i in self.data_order.batch_indices(step - 1)]
+        order, stream = self.data_order, (cfg.trainer.seed, step)
+        if attempt:
+            order = DataOrder(len(self.train_items), cfg.data.train_batch_size,
+                              derive_seed(cfg.data.seed, attempt), shuffle=True)  # fmt: skip
+            stream = (cfg.trainer.seed, step, attempt)
+        items = [self.train_items[i] for i in order.batch_indices(step - 1)]
         items = [item for item in items for _ in range(rollout.n)]
         sampling = [
             SamplingParams(cfg.data.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k,
-                           seed=derive_seed(cfg.trainer.seed, step, j))
+                           seed=derive_seed(*stream, j))
             for j in range(len(items))
         ]  # fmt: skip
         return items, self.workers.generate(items, sampling)
@@ -211,8 +294,17 @@ class RayPPOTrainer:
     def build_training_batch(
         self, trajectories: list[Trajectory], advantages: list[float]
     ) -> tuple[dict[str, torch.Tensor], float, dict[str, float]]:
-        """LongCoT (and gym with train_on=last): one row per trajectory, its one trainable turn.
-        Returns (batch, loss correction ratio, extra metrics)."""
+        """Training rows, padded with untrainable rows to a multiple of mini-batches x ranks. Returns
+        (batch, loss correction ratio rows / trajectories, extra metrics)."""
+        rows = self.training_rows(trajectories, advantages)
+        world_size = self.config.trainer.nnodes * self.config.trainer.n_gpus_per_node
+        padded = pad_rows_to_multiple(rows, self.num_mini_batches() * world_size)
+        ratio = flat_batch_correction_ratio(len(padded), len(trajectories))
+        metrics = self.batch_metrics(trajectories, len(rows), len(padded), ratio)
+        return collate_rows(padded, self.tokenizer.pad_token_id), ratio, metrics
+
+    def training_rows(self, trajectories: list[Trajectory], advantages: list[float]) -> list[TrainRow]:
+        """LongCoT (and gym with train_on=last): one row per trajectory, its one trainable turn."""
         trainable = [sum(turn.trainable for turn in t.turns) for t in trajectories]
         multi = [i for i, k in enumerate(trainable) if k != 1]
         if multi:
@@ -221,8 +313,12 @@ class RayPPOTrainer:
                 "one row per trajectory. Use trainer.name=delethink for chunked trajectories (and for gym "
                 "with train_on=all)."
             )
-        rows = trajectory_rows(trajectories, advantages)
-        return collate_rows(rows, self.tokenizer.pad_token_id), 1.0, {}
+        return trajectory_rows(trajectories, advantages)
+
+    def batch_metrics(
+        self, trajectories: list[Trajectory], num_rows: int, num_padded: int, correction_ratio: float
+    ) -> dict[str, float]:
+        return {"train/padding_rows": float(num_padded - num_rows)} if num_padded > num_rows else {}
 
     def num_mini_batches(self) -> int:
         actor = self.config.actor_rollout_ref.actor
