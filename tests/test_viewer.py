@@ -4,6 +4,7 @@ is installed) a real browser filters, opens a trajectory and takes a screenshot.
 
 import json
 import re
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -226,5 +227,70 @@ def test_chromium_filters_opens_a_trajectory_and_screenshots(run_dir, tmp_path):
             if e.get("method") == "Network.requestWillBeSent"
         ]
         assert requested and all(url.startswith("file://") for url in requested)
+    finally:
+        browser.close()
+
+
+def test_trace_texts_follow_the_script_so_the_list_shows_before_they_are_read(run_dir):
+    html = build_page([("run", read_run(run_dir), None)], "run")
+    script = html.index("<script>\n")
+    assert html.index('id="manifest"') < html.index('id="s0g1"') < script  # the lists: read first
+    assert script < html.index('id="s0g0t0"') < html.index('id="s0g1t1"')
+
+
+def write_long_step(run_dir: Path, tokenizer, count: int) -> None:
+    """Training step 1 with `count` trajectories (the two hand-made ones in turn), validation step 0
+    with the two."""
+    write_trainer_run(run_dir, tokenizer)
+    items, trajs, scores = trajectories(tokenizer)
+    records, chunks = [], []
+    for i in range(count):
+        item, traj, score = items[i % 2], trajs[i % 2], scores[i % 2]
+        solution = tokenizer.decode(traj.response_ids)
+        records.append(trajectory_record(1, i, item, traj, solution, score, tokenizer.decode, KEEP))
+        chunks += chunk_records(1, i, traj, tokenizer.decode)
+    atomic_write_jsonl(run_dir / "rollouts" / "step_1.jsonl", records)
+    atomic_write_jsonl(run_dir / "rollouts" / "step_1_chunks.jsonl", chunks)
+
+
+def wait_until(browser: Chromium, expression: str, timeout: float = 10.0) -> None:
+    """The list draws more rows from an IntersectionObserver callback, after the event that scrolled."""
+    deadline = time.monotonic() + timeout
+    while not browser.js(expression):
+        assert time.monotonic() < deadline, f"still false after {timeout} s: {expression}"
+        time.sleep(0.02)
+
+
+@pytest.mark.skipif(chromium_binary() is None, reason="headless Chromium is not installed")
+def test_chromium_parses_and_draws_only_what_is_asked_for(tmp_path, tokenizer):
+    """What keeps a 1024 x 24K step usable (benchmarks/viewer_scale.py): a step's list is parsed
+    when the step is picked, a trace's text when it is opened, and rows are drawn 200 at a time."""
+    write_long_step(tmp_path / "run", tokenizer, 500)
+    out = tmp_path / "view.html"
+    assert main([str(tmp_path / "run"), "--out", str(out)]) == 0
+    browser = Chromium(chromium_binary(), tmp_path / "profile")
+    parsed = "[...cache.keys()]"  # viewer.js's cache of parsed JSON elements, by element id
+    rows = "document.querySelectorAll('tr.row').length"
+    chunks = "document.querySelectorAll('#detail .chunk').length"
+    try:
+        browser.open(out.as_uri())
+        assert browser.js(parsed) == ["manifest", "s0g0"]  # not val step 0's list, no trace text
+        assert browser.js("document.getElementById('count').textContent") == "500 of 500 shown"
+        assert (browser.js(rows), browser.js(chunks)) == (200, 0)
+        browser.js("document.getElementById('list').scrollTop = 1e9")
+        wait_until(browser, f"{rows} === 400")
+        browser.click("#rows tr.row:nth-child(2)")  # trajectory 1: the one-chunk trace
+        assert browser.js(parsed) == ["manifest", "s0g0", "s0g0t1"]
+        assert browser.js(chunks) == 1
+        browser.click("#group-0")
+        browser.key("Escape", 27)
+        browser.key("ArrowDown", 40)  # val step 0
+        assert browser.js(parsed) == ["manifest", "s0g0", "s0g0t1", "s0g1"]
+        assert (browser.js(rows), browser.js(chunks)) == (2, 0)
+        # a trace the browser has not read yet (here: never will) is announced, not drawn from nothing
+        browser.js("document.getElementById('s0g1t0').remove()")
+        browser.click("#rows tr.row")
+        assert "Still reading" in browser.js("document.getElementById('detail').textContent")
+        assert "s0g1t0" not in browser.js(parsed)
     finally:
         browser.close()

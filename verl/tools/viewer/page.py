@@ -3,7 +3,9 @@
 The page must stay usable for a step of 1024 traces of 24K tokens, so nothing is parsed or drawn
 before it is asked for: each group's list (the fields filters and sorting need) is its own JSON
 <script> element, parsed when the group is picked, and each trace's text is another, parsed when the
-trace is opened. The list itself is drawn a page of rows at a time as it scrolls into view.
+trace is opened. The list itself is drawn a page of rows at a time as it scrolls into view. The traces
+come after the script in the file, so the list is on screen while the browser still reads them (nearly
+all of the file: ~100 MB for that step; benchmarks/viewer_scale.py).
 """
 
 from __future__ import annotations
@@ -73,19 +75,20 @@ def script_json(element_id: str, value: Any) -> str:
 
 def build_page(sources: Sequence[tuple[str, dict[str, list[Trace]], TokenBytes | None]], title: str) -> str:
     """`sources`: one (name, groups, token_bytes) per run; a second run turns on side-by-side."""
-    parts = []
+    lists, texts = [], []
     manifest = []
     for s, (name, groups, token_bytes) in enumerate(sources):
         listed = []
         for g, (group, traces) in enumerate(groups.items()):
             listed.append({"name": group, "id": f"s{s}g{g}", "count": len(traces)})
-            parts.append(script_json(f"s{s}g{g}", [summary(t) for t in traces]))
-            parts += [script_json(f"s{s}g{g}t{t.index}", detail(t, token_bytes)) for t in traces]
+            lists.append(script_json(f"s{s}g{g}", [summary(t) for t in traces]))
+            texts += [script_json(f"s{s}g{g}t{t.index}", detail(t, token_bytes)) for t in traces]
         manifest.append({"name": name, "groups": listed})
     template = (ASSETS / "page.html").read_text()
     return (
         template.replace("__TITLE__", title.replace("<", "&lt;"))
         .replace("/*__STYLE__*/", (ASSETS / "viewer.css").read_text())
         .replace("/*__SCRIPT__*/", (ASSETS / "viewer.js").read_text())
-        .replace("<!--__DATA__-->", script_json("manifest", manifest) + "".join(parts))
+        .replace("<!--__LISTS__-->", script_json("manifest", manifest) + "".join(lists))
+        .replace("<!--__TRACES__-->", "".join(texts))
     )

@@ -2,13 +2,21 @@
 // Data lives in JSON script elements written by page.py: "manifest", one list
 // per group ("s0g3") and one text per trace ("s0g3t17"). Each is parsed only when first needed, so
 // opening the page costs nothing per trace; the list is drawn PAGE rows at a time while scrolling.
+// This script runs before the trace texts are read (they follow it in the file): until the browser
+// has read one, data() of it is null.
 
 const PAGE = 200;
 const cache = new Map();
 function data(id) {
   if (!cache.has(id)) {
     const el = document.getElementById(id);
-    cache.set(id, el ? JSON.parse(el.textContent) : null);
+    if (!el) return null;
+    try {
+      cache.set(id, JSON.parse(el.textContent));
+    } catch (e) {
+      if (document.readyState === "loading") return null;  // the parser is still inside this element
+      throw e;
+    }
   }
   return cache.get(id);
 }
@@ -45,6 +53,7 @@ function drawControls() {
     const name = compare ? `${s === 0 ? "A" : "B"}: ${src.name}` : "step";
     c.append(select(`group-${s}`, name, opts, String(state.groups[s]), (v) => {
       state.groups[s] = Number(v); state.open = null; drawControls(); refresh();
+      document.getElementById("detail").replaceChildren(el("p", { class: "hint" }, "Pick a trajectory on the left."));
     }));
   });
   const rows = groupList(0);
@@ -117,9 +126,14 @@ function openTrace(i) {
   state.open = i;
   for (const tr of document.querySelectorAll("tr.row")) tr.classList.toggle("open", Number(tr.dataset.i) === i);
   const a = groupList(0).find((r) => r.i === i);
+  const b = compare ? state.pairs.get(a.key) : null;
+  if (data(`${groupId(0)}t${i}`) === null || (b && data(`${groupId(1)}t${b.i}`) === null)) {
+    document.getElementById("detail").replaceChildren(el("p", { class: "hint" }, "Still reading this trajectory from the file…"));
+    document.addEventListener("DOMContentLoaded", () => { if (state.open === i) openTrace(i); }, { once: true });
+    return;
+  }
   const panes = [drawTrace(a, `${groupId(0)}t${i}`, compare ? `A: ${sources[0].groups[state.groups[0]].name}` : null)];
   if (compare) {
-    const b = state.pairs.get(a.key);
     const label = `B: ${sources[1].groups[state.groups[1]].name}`;
     panes.push(b ? drawTrace(b, `${groupId(1)}t${b.i}`, label) : el("div", { class: "trace hint" }, `${label}: no trajectory with this prompt and sample`));
   }
