@@ -140,25 +140,28 @@ def test_safe_from_a_thread_pool():
     assert scores == [0.0 if i % 3 == 0 else 1.0 for i in range(24)]
 
 
-def test_a_pathological_answer_is_cut_off_and_the_worker_restarts():
-    compute_score("math", boxed(1), "1")  # make sure a worker is up
-    first_pid = math_verify._worker.process.pid
+def test_a_pathological_answer_is_cut_off_and_its_process_killed():
+    math_verify.warm_up_pool(1)
+    before = set(math_verify._pool.pids())
     start = time.perf_counter()
     assert compute_score("math", PATHOLOGICAL, "1", timeout_s=1.0) == 0.0
     assert time.perf_counter() - start < 1.0 + 2.0
-    with pytest.raises(ProcessLookupError):  # the stuck worker was killed
-        os.kill(first_pid, 0)
+    killed = before - set(math_verify._pool.pids())
+    assert len(killed) == 1
+    with pytest.raises(ProcessLookupError):  # the stuck process was killed
+        os.kill(killed.pop(), 0)
     # in a batch the items on either side of the pathological one are scored normally
     scores = compute_scores([boxed(2), PATHOLOGICAL, boxed(3), boxed(5)], ["2", "1", "3", "4"], timeout_s=1.0)
     assert scores == [1.0, 0.0, 1.0, 0.0]
     assert compute_score("math", boxed("\\frac{1}{2}"), "0.5") == 1.0
-    assert math_verify._worker.process.pid != first_pid
 
 
-def test_a_worker_killed_from_outside_is_replaced():
+def test_processes_killed_from_outside_are_replaced():
     compute_score("math", boxed(1), "1")
-    os.kill(math_verify._worker.process.pid, signal.SIGKILL)
-    math_verify._worker.process.wait()
+    for pid in math_verify._pool.pids():
+        os.kill(pid, signal.SIGKILL)
+        while Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":  # dead, not yet reaped
+            time.sleep(0.01)
     assert compute_score("math", boxed(7), "7") == 1.0
 
 
@@ -184,25 +187,25 @@ def wait_until_gone(pid: int, seconds: float) -> bool:
 def test_the_worker_exits_with_its_parent():
     # a normal exit (atexit), no main guard needed in the calling script
     parent = run_scoring_script("""
-        print(mv.compute_score("m", "</think>\\\\boxed{1}", "1"), mv._worker.process.pid, flush=True)
+        print(mv.compute_score("m", "</think>\\\\boxed{1}", "1"), *mv._pool.pids(), flush=True)
     """)
     out, _ = parent.communicate(timeout=60)
-    score, worker_pid = out.split()
-    assert score == "1.0"
-    assert wait_until_gone(int(worker_pid), 5.0)
+    score, *worker_pids = out.split()
+    assert score == "1.0" and worker_pids
+    assert all(wait_until_gone(int(pid), 5.0) for pid in worker_pids)
 
     # the parent killed (no atexit) while its worker is stuck on a pathological answer
     parent = run_scoring_script(f"""
         mv.compute_score("m", "</think>\\\\boxed{{1}}", "1")
-        print(mv._worker.process.pid, flush=True)
+        print(*mv._pool.pids(), flush=True)
         mv.compute_score("m", {PATHOLOGICAL!r}, "1", timeout_s=1.5)
     """)
-    worker_pid = int(parent.stdout.readline())
-    time.sleep(0.5)  # let the worker get stuck
+    worker_pids = [int(pid) for pid in parent.stdout.readline().split()]
+    time.sleep(0.5)  # let the process get stuck
     parent.kill()
     parent.wait()
     # sympy holds the GIL there, so only a watchdog outside Python can end it: after limit + grace
-    assert wait_until_gone(worker_pid, 10.0)
+    assert all(wait_until_gone(pid, 10.0) for pid in worker_pids)
 
 
 @pytest.mark.slow
@@ -228,7 +231,7 @@ def test_inside_ray_actors(ray_session):  # the session's Ray instance, from con
     calls = [plain.score.remote(solutions, truths), asynchronous.score.remote(solutions, truths)]
     calls += [threaded.score.remote(solutions, truths) for _ in range(4)]
     assert ray.get(calls, timeout=120) == [[1.0, 0.0, 1.0]] * 6
-    # the limit works there too, and the restarted worker scores the next call
+    # the limit works there too, and a fresh process scores the next call
     assert ray.get(threaded.score_with_limit.remote(PATHOLOGICAL, "1", 1.0), timeout=60) == 0.0
     assert ray.get(threaded.score_with_limit.remote(boxed(4), "4", 1.0), timeout=60) == 1.0
 
@@ -272,7 +275,7 @@ def test_load_reward_function_default_and_from_a_file(tmp_path, monkeypatch):
 def test_math_verify_module_loads_as_a_custom_reward_file(monkeypatch):
     monkeypatch.chdir(REPO)
     reward = load_reward_function("verl/utils/reward_score/math_verify.py", "compute_score")
-    assert reward is not compute_score  # a second copy of the module, with its own worker
+    assert reward is not compute_score  # a second copy of the module, with its own process pool
     assert reward("m", boxed("025"), "25") == 1.0
     assert reward("m", boxed("26"), "25") == 0.0
 

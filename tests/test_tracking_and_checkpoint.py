@@ -50,26 +50,28 @@ def test_wandb_offline_run_with_group(tmp_path, monkeypatch):
 
 
 def commit(root, step):
+    """A checkpoint with every file resuming needs (contents do not matter here)."""
     tmp = checkpoint.temp_step_dir(root, step)
     (tmp / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    (tmp / "actor" / "huggingface").mkdir(parents=True)
+    (tmp / "actor" / "state.pt").write_bytes(b"x")
+    (tmp / "actor" / "huggingface" / "config.json").write_text("{}")
     return checkpoint.commit_step_dir(root, step, tmp)
 
 
 def test_latest_pointer_follows_completed_checkpoints_only(tmp_path):
-    assert checkpoint.latest_checkpoint(tmp_path) is None
+    assert checkpoint.find_resume(tmp_path, "auto", None) == (None, [])
     commit(tmp_path, 2)
     commit(tmp_path, 4)
     # a save that crashed before its rename leaves only a hidden temp directory behind
     checkpoint.temp_step_dir(tmp_path, 6)
-    assert checkpoint.latest_checkpoint(tmp_path) == tmp_path / "global_step_4"
-    assert checkpoint.resolve_resume(tmp_path, "auto", None) == tmp_path / "global_step_4"
-    assert checkpoint.resolve_resume(tmp_path, "disable", None) is None
+    assert checkpoint.find_resume(tmp_path, "auto", None) == (tmp_path / "global_step_4", [])
     assert (
-        checkpoint.resolve_resume(tmp_path, "path", str(tmp_path / "global_step_2"))
+        checkpoint.find_resume(tmp_path, "path", str(tmp_path / "global_step_2"))[0]
         == tmp_path / "global_step_2"
     )
-    with pytest.raises(ValueError, match="trainer.resume_from_path"):
-        checkpoint.resolve_resume(tmp_path, "path", str(tmp_path / "global_step_6"))
+    with pytest.raises(checkpoint.ResumeError, match="trainer.resume_from_path=.*does not exist"):
+        checkpoint.find_resume(tmp_path, "path", str(tmp_path / "global_step_6"))
     assert checkpoint.step_of(tmp_path / "global_step_4") == 4
     # re-saving a step replaces it whole
     again = commit(tmp_path, 4)

@@ -5,7 +5,8 @@
 # (and the OpenMath validation slice's) into $MATH_DATA_DIR first; a run without them stops at start-up
 # with the command that fetches each (see config/train_tasks/openmath.yaml, config/val_tasks/openmath_val.yaml).
 # Hydra overrides pass through, e.g. train_tasks.openmath.path=/data/openmath.jsonl trainer.nnodes=2
-# DRY_RUN=1 validates the config and prints the plan (GPUs, batches, budgets), no GPU or model needed.
+# DRY_RUN=1 validates the config and prints the plan (GPUs, batches, budgets) and an estimate of peak
+# GPU memory per rank, no GPU or model needed; a run that cannot fit trainer.gpu_memory_gib is refused.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 exec "${PYTHON:-python}" -m verl.trainer.main_policy_iteration --config-name=r1d-1.5b_openmath_delethink_96k "$@"

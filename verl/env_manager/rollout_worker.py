@@ -109,8 +109,10 @@ class RolloutWorker:
 
         from verl.agent_loop.manager import build_agent_loop
         from verl.envs.plugins import import_plugins
+        from verl.utils.reward_score import math_verify
 
         import_plugins(config.external_plugins)  # user envs register in this process too
+        math_verify.set_pool_size(config.reward_model.scoring_processes)  # the math env judges here
         tokenizer = AutoTokenizer.from_pretrained(config.actor_rollout_ref.model.path)
         agent_loop = build_agent_loop(config, RemoteEngine(engine_handle), tokenizer)
         self.env_managers = {

@@ -222,6 +222,9 @@ class AlgorithmConfig:
 @dataclass
 class RewardModelConfig:
     reward_manager: str = "naive"  # naive | delethink; set by the environment
+    # math-verify processes scoring at once, per driver / rollout worker: an answer stuck until its time
+    # limit holds up only its own process; None: one per CPU plus 4, at most 32
+    scoring_processes: int | None = None
 
 
 @dataclass
@@ -243,12 +246,14 @@ class TrainerConfig:
     save_freq: int = -1  # checkpoint every N steps (and after the last); -1: only after the last
     resume_mode: str = "auto"  # auto | disable | path
     resume_from_path: str | None = None
+    overwrite: bool = False  # resume_mode=disable in a directory holding a run: move that run aside first
     default_local_dir: str = "outputs/run"
     log_rollouts: bool = True  # JSONL dumps under default_local_dir/rollouts/
     log_val_generations: int = 0  # first N validation trajectories: wandb Table + val_generations.jsonl
     nnodes: int = 1
     n_gpus_per_node: int = 1
     device: str = "cpu"
+    gpu_memory_gib: float = 80.0  # memory of one GPU; a cuda run whose estimated peak exceeds it is refused
     seed: int = 1
 
 
@@ -493,6 +498,7 @@ def _rule_errors(c: PolicyIterationConfig) -> list[str]:
     for key in (f"{actor}.optim.weight_decay", f"{actor}.optim.lr_warmup_steps", f"{actor}.kl_loss_coef"):
         check(key, lambda v: v >= 0, "must be >= 0")
     check("trainer.log_val_generations", lambda v: v >= 0, "must be >= 0 (0: log none)")
+    check("trainer.gpu_memory_gib", lambda v: v > 0, "must be > 0 (GiB of one GPU)")
     for key in ("data.val_batch_size", "trainer.test_freq", "trainer.save_freq"):
         check(key, lambda v: v == -1 or v > 0, "must be -1 (off / all at once) or > 0")
     for split in ("train", "val"):
@@ -590,6 +596,11 @@ def _rule_errors(c: PolicyIterationConfig) -> list[str]:
     errors += [f"{delethink}.{problem}" for problem in params_problems]
     one_of("environment", environment_names())
     one_of("reward_model.reward_manager", list(REWARD_MANAGERS))
+    check(
+        "reward_model.scoring_processes",
+        lambda v: v is None or v >= 1,
+        "must be null (one per CPU plus 4, at most 32) or >= 1",
+    )
     one_of(f"{rollout}.agent.default_agent_loop", list(AGENT_LOOPS))
     one_of(f"{rollout}.name", ROLLOUT_NAMES)
     one_of(f"{rollout}.mode", ROLLOUT_MODES)

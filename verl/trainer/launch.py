@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 
 import ray
 from transformers import AutoTokenizer
@@ -12,7 +13,9 @@ from verl.data.tasks import load_split
 from verl.trainer.config_schema import PolicyIterationConfig
 from verl.trainer.delethink_ppo.ray_trainer import RayDelethinkTrainer
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
-from verl.utils.reward_score import load_reward_function
+from verl.trainer.resume import prepare_resume
+from verl.utils.checkpoint import ResumeError
+from verl.utils.reward_score import load_reward_function, math_verify
 from verl.utils.seeding import seed_everything
 from verl.workers.reward_manager import get_reward_manager
 from verl.workers.worker_group import ActorRolloutWorkerGroup
@@ -43,6 +46,12 @@ def run(config: PolicyIterationConfig) -> dict[str, float]:
     reason = unsupported_reason(config)
     if reason:
         raise SystemExit(f"cannot run here: {reason}. DRY_RUN=1 prints the run's plan.")
+    try:
+        resume_from, notes = prepare_resume(config)
+    except ResumeError as e:
+        raise SystemExit(f"resume error: {e}") from None
+    for note in notes:
+        print(f"resume: {note}", file=sys.stderr)
     seed_everything(config.trainer.seed)
     tokenizer = AutoTokenizer.from_pretrained(config.actor_rollout_ref.model.path)
     limit = max_question_tokens(config)
@@ -52,6 +61,7 @@ def run(config: PolicyIterationConfig) -> dict[str, float]:
         config.custom_reward_function.path, config.custom_reward_function.name
     )
     reward_manager = get_reward_manager(config.reward_model.reward_manager)(tokenizer, compute_score)
+    math_verify.set_pool_size(config.reward_model.scoring_processes)  # the reward manager scores here
 
     if not ray.is_initialized():
         if os.environ.get("RAY_ADDRESS"):
@@ -65,6 +75,6 @@ def run(config: PolicyIterationConfig) -> dict[str, float]:
         trainer = TRAINERS[config.trainer.name](
             config, tokenizer, train_items, val_items, reward_manager, workers
         )
-        return trainer.fit()
+        return trainer.fit(resume_from)
     finally:
         workers.shutdown()

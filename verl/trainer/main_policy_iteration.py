@@ -4,7 +4,9 @@ LongCoT or Delethink is chosen by the config alone (`environment=longcot|delethi
 breaks a rule stops here with one line per problem and exit code 2, before Ray or any model starts; one
 that is valid but probably not meant (e.g. a key that mixes the two environments) runs after one
 `config warning:` line per such key. With `DRY_RUN=1` in the environment the run stops after validation
-and prints its plan (no model, data or GPU needed).
+and prints its plan and, for trainer.device=cuda, an estimate of peak GPU memory per rank (no model,
+data or GPU needed). A cuda run whose estimate exceeds trainer.gpu_memory_gib stops with exit code 2
+and the keys to change, dry or not, before anything starts.
 """
 
 import os
@@ -33,6 +35,15 @@ def main(cfg: DictConfig) -> None:
         from verl.trainer.plan import describe_plan
 
         print(describe_plan(config))
+    from verl.trainer.memory_check import describe_memory
+
+    memory, refusal = describe_memory(config)
+    if dry_run or config.trainer.device == "cuda":  # a real run logs it too, to compare with nvidia-smi
+        print(memory)
+    if refusal:
+        print(f"memory error: {refusal}", file=sys.stderr)
+        sys.exit(2)
+    if dry_run:
         return
     from verl.trainer.launch import run  # imports torch and Ray: only once the config is known to be good
 

@@ -286,10 +286,22 @@ class ActorRolloutRefWorker:
             self.model, self.optimizer, state["optimizer"], options=StateDictOptions(full_state_dict=True)
         )
         self.lr_scheduler.load_state_dict(state["lr_scheduler"])
+        self._apply_optim_config()
         torch.set_rng_state(state["rng"]["torch"])
         np.random.set_state(state["rng"]["numpy"])
         random.setstate(state["rng"]["python"])
         self.sync_engine_weights()
+
+    def _apply_optim_config(self) -> None:
+        """The loaded optimizer state carries the saved lr, betas and weight decay; a resumed run may
+        change them (resume.MAY_CHANGE), so this run's values replace them, at the scheduler's step."""
+        optim = self.config.actor_rollout_ref.actor.optim
+        scale = self.lr_scheduler.lr_lambdas[0](self.lr_scheduler.last_epoch)
+        self.lr_scheduler.base_lrs = [optim.lr for _ in self.optimizer.param_groups]
+        for group in self.optimizer.param_groups:
+            group.update(initial_lr=optim.lr, lr=optim.lr * scale, betas=tuple(optim.betas),
+                         weight_decay=optim.weight_decay)  # fmt: skip
+        self.lr_scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
     # inspection (tests, debugging) -----------------------------------------------------------
     def full_state_dict(self) -> dict[str, torch.Tensor]:

@@ -36,6 +36,7 @@ from verl.trainer.ppo.batch import (
 )
 from verl.trainer.ppo.metric_utils import problem_metrics
 from verl.trainer.ppo.rollout_records import carry_sizes, chunk_records, trajectory_record
+from verl.trainer.resume import save_config
 from verl.utils import checkpoint
 from verl.utils.fs import atomic_write_jsonl, atomic_write_text
 from verl.utils.reward_score.boxed import extract_final_answer
@@ -105,9 +106,9 @@ class RayPPOTrainer:
             )
 
     # -- the loop ---------------------------------------------------------------------------------
-    def fit(self) -> dict[str, float]:
+    def fit(self, resume_from: Path | None = None) -> dict[str, float]:
+        """Train from step 0, or from the checkpoint `resume_from` (chosen by resume.prepare_resume)."""
         cfg = self.config.trainer
-        resume_from = checkpoint.resolve_resume(self.run_dir, cfg.resume_mode, cfg.resume_from_path)
         start_step = self.load_checkpoint(resume_from) if resume_from else 0
         tracker = Tracking(
             cfg.logger, self.run_dir, cfg.project_name, cfg.experiment_name, cfg.group,
@@ -130,11 +131,13 @@ class RayPPOTrainer:
                 validated = cfg.test_freq > 0 and (step % cfg.test_freq == 0 or is_last)
                 if validated:
                     metrics.update(self.validate(step))
-                if is_last or (cfg.save_freq > 0 and step % cfg.save_freq == 0):
-                    self.save_checkpoint(step)
+                # metrics first: a crash after them but before the checkpoint re-runs the step and
+                # the resume drops its line; a crash after the checkpoint finds the line written
                 tracker.log(metrics, step=step)
                 if validated:
                     tracker.log_generations(self.val_generations, step=step)
+                if is_last or (cfg.save_freq > 0 and step % cfg.save_freq == 0):
+                    self.save_checkpoint(step)
                 last = metrics
                 bar.update(1)
             bar.close()
@@ -420,19 +423,15 @@ class RayPPOTrainer:
         self.workers.save_checkpoint(str(tmp / "actor"))
         state: dict[str, Any] = {
             "global_step": step,
-            "data_seed": self.config.data.seed,
             "cumulative": dict(self.cumulative),
         }
         atomic_write_text(tmp / "trainer_state.json", json.dumps(state, indent=2))
+        save_config(tmp, self.config)
         return checkpoint.commit_step_dir(self.run_dir, step, tmp)
 
     def load_checkpoint(self, path: Path) -> int:
+        """Weights, optimizer and RNG from `path` (its config was compared by resume.prepare_resume)."""
         state = json.loads((path / "trainer_state.json").read_text())
-        if state["data_seed"] != self.config.data.seed:
-            raise ValueError(
-                f"checkpoint {path} was trained with data.seed={state['data_seed']}, this run has "
-                f"data.seed={self.config.data.seed}: the data order would not continue"
-            )
         self.workers.load_checkpoint(str(path / "actor"))
         self.cumulative.update(state["cumulative"])
         tqdm.write(f"resumed from {path} at step {state['global_step']}")

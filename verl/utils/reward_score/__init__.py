@@ -1,8 +1,8 @@
 """Reward functions: the default dispatch by data source, and loading a user's own from a .py file.
 
 A reward function has the signature `(data_source, solution_str, ground_truth, extra_info=None) ->
-float`. The default one also has a batch form, `default_compute_scores`, that scores all math items in
-one round trip to the math-verify worker.
+float`. The default one also has a batch form, `default_compute_scores`, that hands all math items to
+the math-verify process pool at once, so they spread over its processes.
 """
 
 from __future__ import annotations

@@ -1,0 +1,126 @@
+"""The math scoring pool: a pathological answer costs its own time limit and nobody else's."""
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from verl.data.tasks import normalise_answer, read_task_rows
+from verl.trainer.config_schema import ConfigError, compose_config, load_config
+from verl.utils.reward_score import math_verify
+from verl.utils.reward_score.math_verify import compute_score, compute_scores
+from verl.utils.reward_score.process_pool import default_size
+
+MATH500 = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "math" / "math500.jsonl"
+# math-verify's own 2 s verify limit would end this tower; a 1.5 s limit of ours cuts it off first
+PATHOLOGICAL = "</think>\\boxed{9^{9^{9^{9}}}}"
+LIMIT_S = 1.5
+
+
+def boxed(answer) -> str:
+    return f"<think>Let me think about it.</think> The answer is \\boxed{{{answer}}}"
+
+
+@pytest.fixture
+def pool_of_two():
+    math_verify.set_pool_size(2)
+    math_verify.warm_up_pool()  # start-up (a second or more) must not count in the waits below
+    yield math_verify._pool
+    math_verify.set_pool_size(None)
+
+
+def test_a_pathological_answer_does_not_delay_well_formed_ones(pool_of_two):
+    stuck: dict[str, float] = {}
+
+    def score_pathological() -> None:
+        start = time.perf_counter()
+        stuck["score"] = compute_score("m", PATHOLOGICAL, "1", timeout_s=LIMIT_S)
+        stuck["wait"] = time.perf_counter() - start
+
+    thread = threading.Thread(target=score_pathological)
+    thread.start()
+    time.sleep(0.2)  # it has its process now
+    start = time.perf_counter()
+    scores = compute_scores([boxed(a) for a in (3, "\\frac{1}{2}", 7, 11)], ["3", "0.5", "7", "12"])
+    wait = time.perf_counter() - start
+    pathological_still_running = thread.is_alive()
+    thread.join()
+    assert scores == [1.0, 1.0, 1.0, 0.0]
+    # with one process behind a lock these waited for the whole limit plus a restart (3 s or more)
+    assert pathological_still_running
+    assert wait < LIMIT_S
+    assert stuck["score"] == 0.0
+    assert LIMIT_S <= stuck["wait"] < LIMIT_S + 2.0
+
+
+def test_a_process_past_the_limit_is_killed_and_replaced(pool_of_two):
+    before = set(pool_of_two.pids())
+    assert len(before) == 2
+    solutions = [boxed(2), PATHOLOGICAL, boxed(3), boxed(5)]
+    scores = compute_scores(solutions, ["2", "1", "3", "4"], timeout_s=LIMIT_S)
+    assert scores == [1.0, 0.0, 1.0, 0.0]
+    killed = before - set(pool_of_two.pids())
+    assert len(killed) == 1
+    with pytest.raises(ProcessLookupError):
+        os.kill(killed.pop(), 0)
+    # the pool goes on, replacing the killed process and never holding more than its size
+    scores = compute_scores([PATHOLOGICAL, boxed(4), boxed(9)], ["1", "4", "9"], timeout_s=LIMIT_S)
+    assert scores == [0.0, 1.0, 1.0]
+    assert len(pool_of_two.pids()) <= 2
+
+
+def test_results_equal_one_process_on_real_answers():
+    if not MATH500.is_file():
+        pytest.skip(f"shared math data not found at {MATH500}")
+    rows = read_task_rows(str(MATH500))[:31]
+    solutions = ["</think>" + r["solution"] for r in rows[:-1]]
+    answers = [normalise_answer(r["answer"]) for r in rows]
+    # each solution against its own answer and against the next problem's: ones and zeros
+    truths = answers[:-1] + answers[1:]
+    try:
+        math_verify.set_pool_size(1)
+        one = compute_scores(solutions * 2, truths, timeout_s=30.0)  # generous: a loaded box is slow
+        math_verify.set_pool_size(4)
+        pooled = compute_scores(solutions * 2, truths, timeout_s=30.0)
+    finally:
+        math_verify.set_pool_size(None)
+    assert pooled == one
+    assert sum(one[:30]) == 30 and sum(one[30:]) < 5
+
+
+def test_the_pool_size_is_validated_naming_the_key():
+    key = "reward_model.scoring_processes"
+    for bad, shown in (("0", "0"), ("-2", "-2")):
+        with pytest.raises(ConfigError, match=rf"{key}={shown}: must be null .* or >= 1"):
+            load_config(compose_config("tiny_longcot", [f"{key}={bad}"]), check_paths=False)
+    with pytest.raises(ConfigError, match=rf"{key}='many': must be an integer"):
+        load_config(compose_config("tiny_longcot", [f"{key}=many"]), check_paths=False)
+    config = load_config(compose_config("tiny_longcot", [f"{key}=3"]), check_paths=False)
+    assert config.reward_model.scoring_processes == 3
+    default = load_config(compose_config("tiny_longcot"), check_paths=False)
+    assert default.reward_model.scoring_processes is None
+    with pytest.raises(ValueError, match="size must be None .* or an int >= 1, got 0"):
+        math_verify.set_pool_size(0)
+    math_verify.set_pool_size(None)
+    assert math_verify._pool.size == default_size() == min(32, len(os.sched_getaffinity(0)) + 4)
+
+
+def test_a_forked_child_scores_with_processes_of_its_own():
+    compute_score("m", boxed(1), "1")
+    parent_pids = set(math_verify._pool.pids())
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, then leave without running the parent's exit handlers
+        ok = False
+        try:
+            ok = compute_score("m", boxed(5), "5") == 1.0 and not parent_pids & set(math_verify._pool.pids())
+        finally:
+            os.write(write_end, b"1" if ok else b"0")
+            os._exit(0)
+    os.close(write_end)
+    assert os.read(read_end, 1) == b"1"
+    os.waitpid(pid, 0)
+    assert set(math_verify._pool.pids()) == parent_pids  # the parent's processes are untouched
+    assert compute_score("m", boxed(6), "6") == 1.0

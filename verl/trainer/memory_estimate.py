@@ -1,0 +1,280 @@
+"""Peak GPU memory per rank of an RL run, from numbers a config gives: pure arithmetic, no torch.
+
+A worker (`verl/workers/fsdp_workers.py`) holds an FSDP2 shard of the policy next to a rollout
+engine and goes through three phases every step, each with its own peak; the estimate is the largest:
+
+  rollout        the engine generates; the trainer keeps only what survives between steps
+  old log-probs  the trainer's no-grad forward over the batch while the engine still holds its
+                 memory (the worker releases it only inside update_actor)
+  update         forward, backward and AdamW per micro-batch; with rollout.free_cache_engine the
+                 engine has released its weights and KV cache meanwhile
+
+Symbols: Ψ parameters stored (embedding and an untied LM head included; biases and norms, under
+0.1%, left out), Ψ_block those of one block, Ψ_out = Ψ - L Ψ_block; W ranks (FSDP shards over all
+of them); b bytes per value of fsdp_config.param_dtype (the compute copy, the activations, and the
+SGLang engine's weights, which take the same dtype); L blocks, h hidden size, I MLP width,
+kv = num_kv_heads x head_dim, V vocabulary; G the declared GPU memory, f the engine's
+gpu_memory_utilization. N, P, T: tokens, response positions and longest response of the largest
+micro-batch (`largest_micro_batch`).
+
+Terms, in bytes:
+
+  weights shard     4Ψ/W: the float32 master copy (the worker loads the model in float32).
+  gradients shard   4Ψ/W. They outlive the update: the actor clears them only when the next
+                    mini-batch starts, so rollout and old log-probs hold them too.
+  Adam moments      8Ψ/W from the first step on. With optimizer_offload they visit the GPU only
+                    for the update. With param_offload (FSDP2's CPUOffloadPolicy) the shard, its
+                    gradients and the moments all stay on the CPU, where the optimizer step runs.
+  gathered weights  b(Ψ_out + 2Ψ_block): FSDP2 keeps the root group (embeddings, LM head, final
+                    norm) gathered from forward to backward, plus the block computing and the one
+                    prefetched. The update adds their unsharded gradients, b(Ψ_out + Ψ_block).
+  activations       A = (b/2)(20h + 8I + 4kv) per token per block: the tensors autograd keeps for a
+                    Qwen2 block, summed over its saved tensors in bfloat16 with sdpa attention on CPU
+                    (20h: both RMSNorms' float32 inputs and outputs, q before and after rotation,
+                    the attention output; 8I: gate, up, SiLU and their product; 4kv: k and v).
+                    Update: with gradient checkpointing N L h b (every block's input) + N A (the
+                    block recomputed during backward); without, N L A. Old log-probs: N A (without
+                    grad nothing is kept between blocks).
+  logits            float32 [P, V] buffers of the actor's log-prob code (dp_actor and
+                    core_algos.log_probs_from_logits / entropy_from_logits). The forward returns
+                    F = bNV + bPV + 4PV: the model's logits, the response positions picked out of
+                    them (packed path only; without packing bPV is 0), and their float32 copy.
+                    Update: max(6 x 4PV, F); the six at the entropy metric are the float32 logits,
+                    every row's scaled logits that autograd keeps for logsumexp, and entropy's four
+                    temporaries (logits / T, shifted, softmax, product). Old log-probs:
+                    max(F, 4PV + 2 x 4TV): later the float32 logits, one row's scaled logits and
+                    logsumexp's temporary. The counts of float32 copies were measured as peak
+                    resident memory of those functions on CPU.
+  reference model   4Ψ in every phase with use_kl_loss (loaded unsharded, in float32).
+  engine            sglang: fG until the update releases it (rollout.free_cache_engine). SGLang
+                    sizes its KV pool so that the whole GPU's use after it starts is fG, counting
+                    what the trainer held then (its weights shard, which is therefore not added
+                    again while the engine holds its memory). hf: 4Ψ (a full float32 copy, never
+                    released), plus during rollout the KV cache the batch needs, in float32.
+  runtime overhead  RUNTIME_OVERHEAD_GIB per phase. An assumption, not a measurement: the CUDA
+                    contexts of the trainer and of SGLang's scheduler process, NCCL buffers,
+                    SGLang's CUDA graphs and decode workspace, allocator fragmentation.
+
+The KV cache the batch needs is reported next to the engine's pool, not added: S x C x 2 L kv b for
+S concurrent sequences of C tokens. The pool is about fG - bΨ/tp - the trainer's shard; when it
+holds fewer sequences than S, SGLang runs fewer at once (slower, not out of memory).
+
+What is not modelled: the final norm's and LM head's inputs (about 10h bytes per token), the
+gradients of activations in flight during backward, the engine's weight refresh after the update
+(one float32 tensor at a time plus 512 MiB buckets), the float32 model briefly unsharded on the GPU
+at start-up, and any variation of A with the attention kernel (flash-attention keeps the same q, k,
+v, output and a per-head log-sum-exp).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from verl.tools.cost_model import ModelDims
+
+GIB = 2**30
+MASTER_BYTES = 4  # the sharded weights, their gradients and Adam's moments are float32
+ADAM_MOMENTS = 2  # exp_avg and exp_avg_sq
+UPDATE_LOGIT_COPIES = 6  # float32 [P, V] buffers alive at the update's entropy metric
+RUNTIME_OVERHEAD_GIB = 3.0
+PHASES = ("rollout", "old log-probs", "update")
+TERMS = (  # in the order the table prints them
+    "engine",
+    "weights shard",
+    "gradients shard",
+    "Adam moments",
+    "reference model",
+    "gathered weights",
+    "activations",
+    "logits",
+    "runtime overhead",
+)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the estimate needs to know of a model beyond cost_model.ModelDims."""
+
+    dims: ModelDims  # blocks, hidden size, KV heads and head size (its bytes_per_value is not used here)
+    intermediate_size: int  # I: the MLP's width
+    vocab_size: int  # V: the logits' width
+    tied_embeddings: bool  # the LM head reuses the input embedding (one matrix stored, not two)
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.dims.hidden_size
+
+    @property
+    def num_params(self) -> int:
+        """Ψ: matmul_params counts the LM head once; an untied model also stores the input embedding."""
+        return self.dims.matmul_params + (0 if self.tied_embeddings else self.embedding_params)
+
+    @property
+    def block_params(self) -> int:
+        """Ψ_block: matmul_params is L blocks plus the LM head."""
+        return (self.dims.matmul_params - self.embedding_params) // self.dims.num_layers
+
+    @property
+    def outside_params(self) -> int:
+        """Ψ_out: the embeddings and the LM head (FSDP2's root group)."""
+        return self.num_params - self.dims.num_layers * self.block_params
+
+    def activation_bytes(self, value_bytes: int) -> float:
+        """A: bytes autograd keeps per token for one block (see the module docstring)."""
+        kv = self.dims.num_kv_heads * self.dims.head_dim
+        return value_bytes / 2 * (20 * self.dims.hidden_size + 8 * self.intermediate_size + 4 * kv)
+
+    def kv_bytes_per_token(self, value_bytes: int) -> int:
+        return 2 * self.dims.num_layers * self.dims.num_kv_heads * self.dims.head_dim * value_bytes
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """The largest forward pass of a phase."""
+
+    tokens: int  # N: tokens the model runs (prompts and responses)
+    positions: int  # P: response positions whose logits the actor keeps
+    longest_response: int  # T: the longest row's response (per-row buffers have this length)
+
+
+def largest_micro_batch(
+    use_dynamic_bsz: bool, token_budget: int, rows: int, prompt_length: int, response_length: int
+) -> MicroBatch:
+    """The largest micro-batch the actor can form from rows of at most prompt_length +
+    response_length tokens.
+
+    Token budget (use_dynamic_bsz): a micro-batch holds up to token_budget tokens, and a longer row
+    runs alone. Its response positions are taken as its tokens: the prompts this over-counts are
+    about what the actor adds back by padding each row's logits to the micro-batch's longest response
+    (rows of Delethink chunks), and less than that when short and long responses share a micro-batch.
+    Row count: `rows` rows, each padded to the longest prompt and response.
+    """
+    row = prompt_length + response_length
+    if not use_dynamic_bsz:
+        return MicroBatch(rows * row, rows * response_length, response_length)
+    if token_budget >= row:
+        return MicroBatch(token_budget, token_budget, response_length)
+    return MicroBatch(row, min(row, max(response_length, token_budget)), response_length)
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """The config's memory-relevant values, in the estimate's terms."""
+
+    world_size: int  # W: ranks sharding the FSDP state
+    param_bytes: int  # b: bytes per value of fsdp_config.param_dtype
+    param_offload: bool  # shard, gradients and Adam moments on the CPU (FSDP2 CPUOffloadPolicy)
+    optimizer_offload: bool  # Adam moments on the CPU outside the update
+    gradient_checkpointing: bool  # keep only each block's input; recompute the rest in backward
+    use_remove_padding: bool  # packed forward: one extra [P, V] gather of the logits
+    use_kl_loss: bool  # an unsharded float32 reference model on every rank
+    update: MicroBatch  # the update's largest micro-batch
+    log_prob: MicroBatch  # the old (and reference) log-prob pass's largest micro-batch
+    engine: str  # sglang | hf
+    gpu_memory_utilization: float  # f: SGLang's share of the GPU (weights + KV pool)
+    free_cache_engine: bool  # the engine frees its memory during the update
+    tensor_parallel_size: int  # GPUs per engine (SGLang splits the weights over them)
+    gpu_memory_gib: float  # G: the declared memory of one GPU
+    concurrent_sequences: int  # S: sequences one engine decodes at once for a training batch
+    sequence_tokens: int  # C: the longest context one sequence reaches (prompt + new tokens)
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes per term for each phase (a term a phase does not have is absent), and the KV view."""
+
+    phases: dict[str, dict[str, float]]  # phase -> term -> bytes
+    kv_needed: float  # bytes of KV cache for S sequences of C tokens
+    kv_pool: float | None  # bytes SGLang's pool has for them (None: the hf engine, sized on demand)
+
+    def total(self, phase: str) -> float:
+        return sum(self.phases[phase].values())
+
+    @property
+    def peak_phase(self) -> str:
+        return max(PHASES, key=self.total)
+
+    @property
+    def peak(self) -> float:
+        return self.total(self.peak_phase)
+
+
+def _forward_logits(mb: MicroBatch, value_bytes: int, packed: bool) -> float:
+    """Per vocabulary entry, as the forward returns: the model's logits, the response positions
+    picked out of them (packed path only), and their float32 copy."""
+    return value_bytes * mb.tokens + (value_bytes * mb.positions if packed else 0) + 4 * mb.positions
+
+
+def update_logits_bytes(mb: MicroBatch, vocab_size: int, value_bytes: int, packed: bool) -> float:
+    copies = UPDATE_LOGIT_COPIES * 4 * mb.positions
+    return vocab_size * max(copies, _forward_logits(mb, value_bytes, packed))
+
+
+def log_prob_logits_bytes(mb: MicroBatch, vocab_size: int, value_bytes: int, packed: bool) -> float:
+    rows = 4 * mb.positions + 2 * 4 * min(mb.longest_response, mb.positions)
+    return vocab_size * max(_forward_logits(mb, value_bytes, packed), rows)
+
+
+def estimate_memory(shape: ModelShape, s: MemorySettings) -> MemoryEstimate:
+    """Per-phase terms as the module docstring defines them."""
+    psi, w, b = shape.num_params, s.world_size, s.param_bytes
+    on_gpu = not s.param_offload
+    weights = MASTER_BYTES * psi / w if on_gpu else 0.0
+    grads = MASTER_BYTES * psi / w if on_gpu else 0.0
+    moments = ADAM_MOMENTS * MASTER_BYTES * psi / w if on_gpu else 0.0
+    idle_moments = 0.0 if s.optimizer_offload else moments  # outside the update
+    gathered_forward = b * (shape.outside_params + 2 * shape.block_params)
+    gathered_update = gathered_forward + b * (shape.outside_params + shape.block_params)
+    a = shape.activation_bytes(b)
+    layers, hidden = shape.dims.num_layers, shape.dims.hidden_size
+    n_update = s.update.tokens
+    if s.gradient_checkpointing:
+        update_acts = n_update * layers * hidden * b + n_update * a
+    else:
+        update_acts = n_update * layers * a
+    reference = MASTER_BYTES * psi if s.use_kl_loss else 0.0
+    overhead = RUNTIME_OVERHEAD_GIB * GIB
+
+    kv_value_bytes = b if s.engine == "sglang" else 4
+    kv_needed = s.concurrent_sequences * s.sequence_tokens * shape.kv_bytes_per_token(kv_value_bytes)
+    if s.engine == "sglang":
+        engine = idle_engine = s.gpu_memory_utilization * s.gpu_memory_gib * GIB
+        update_engine = 0.0 if s.free_cache_engine else engine
+        kv_pool = max(0.0, engine - b * psi / s.tensor_parallel_size - weights)
+        shard_outside_engine = 0.0  # the engine's fG already counts the shard it found at start
+        update_shard = weights if s.free_cache_engine else shard_outside_engine
+    else:  # the hf engine frees nothing but its cache, which lives only while it generates
+        idle_engine = update_engine = MASTER_BYTES * psi
+        engine = idle_engine + kv_needed
+        kv_pool = None
+        shard_outside_engine = update_shard = weights
+
+    def phase(**terms: float) -> dict[str, float]:
+        terms = {name.replace("_", " "): value for name, value in terms.items() if value}
+        return {**terms, "runtime overhead": overhead}
+
+    holding = dict(weights_shard=shard_outside_engine, gradients_shard=grads, Adam_moments=idle_moments)
+    rollout = phase(engine=engine, **holding, reference_model=reference)
+    old_log_probs = phase(
+        engine=idle_engine,
+        **holding,
+        reference_model=reference,
+        gathered_weights=gathered_forward,
+        activations=s.log_prob.tokens * a,
+        logits=log_prob_logits_bytes(s.log_prob, shape.vocab_size, b, s.use_remove_padding),
+    )
+    update = phase(
+        engine=update_engine,
+        weights_shard=update_shard,
+        gradients_shard=grads,
+        Adam_moments=moments,
+        reference_model=reference,
+        gathered_weights=gathered_update,
+        activations=update_acts,
+        logits=update_logits_bytes(s.update, shape.vocab_size, b, s.use_remove_padding),
+    )
+    return MemoryEstimate(
+        phases={"rollout": rollout, "old log-probs": old_log_probs, "update": update},
+        kv_needed=kv_needed,
+        kv_pool=kv_pool,
+    )
