@@ -145,11 +145,17 @@ def test_template_script_runs_with_overrides_and_validates(tiny_assets, tmp_path
     assert list((tmp_path / "run" / "wandb").glob("offline-run-*"))
     assert "step 1:" in done.stdout + done.stderr
 
-    # starting over in the same directory replaces the history instead of appending to it
-    again = subprocess.run(["bash", script, *overrides, "trainer.resume_mode=disable"], env=env,
-                           capture_output=True, text=True, timeout=300)  # fmt: skip
+    # starting over in the same directory is refused unless asked; asked, the old run is moved aside
+    refused = subprocess.run(["bash", script, *overrides, "trainer.resume_mode=disable"], env=env,
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert refused.returncode != 0 and "trainer.overwrite=true" in refused.stderr
+    fresh = ["trainer.resume_mode=disable", "trainer.overwrite=true"]
+    again = subprocess.run(["bash", script, *overrides, *fresh], env=env, capture_output=True, text=True,
+                           timeout=300)  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
     assert [m["step"] for m in read_jsonl(tmp_path / "run" / "metrics.jsonl")] == [0, 1]
+    (moved,) = tmp_path.glob("run.replaced-*")
+    assert [m["step"] for m in read_jsonl(moved / "metrics.jsonl")] == [0, 1]
 
     bad = subprocess.run(
         ["bash", script, *overrides, "algorithm.delethink.keep_tail=0"],

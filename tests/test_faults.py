@@ -91,7 +91,7 @@ def test_resume_edge_cases_on_a_real_run(tiny_assets, ray_session, tmp_path):
     run_dir = tmp_path / "run"
     steps = ("data.max_response_length=8", "trainer.save_freq=1")
     run(tiny_config("tiny_longcot", tiny_assets, run_dir, *steps, "trainer.total_training_steps=2"))
-    assert json.loads((run_dir / "global_step_2" / "config.json").read_text())["trainer"]["seed"] == 1
+    assert json.loads((run_dir / "global_step_2" / "run_config.json").read_text())["trainer"]["seed"] == 1
 
     # a key that defines the run changed: refused before anything starts, with the difference listed
     with pytest.raises(SystemExit, match=r"resume error: .*\n  trainer.seed: 1 -> 5"):

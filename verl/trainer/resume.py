@@ -16,7 +16,7 @@ from typing import Any
 from verl.trainer.config_schema import PolicyIterationConfig
 from verl.utils import checkpoint
 
-CONFIG_FILE = "config.json"
+CONFIG_FILE = "run_config.json"  # not config.json: that name marks an HF model directory
 
 # dotted keys (or prefixes ending in ".") a resumed run may change
 MAY_CHANGE = (

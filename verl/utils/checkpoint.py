@@ -4,7 +4,7 @@ Layout under trainer.default_local_dir:
   global_step_N/actor/huggingface/   HF model + tokenizer (loadable with from_pretrained)
   global_step_N/actor/state.pt       optimizer, LR scheduler, RNG
   global_step_N/trainer_state.json   step and data position
-  global_step_N/config.json          the run's resolved config, compared with the config of a resume
+  global_step_N/run_config.json      the run's resolved config, compared with the config of a resume
   latest_checkpointed_iteration.txt  N of the newest complete checkpoint
 A checkpoint is written to a hidden temp directory and renamed into place, and the "latest" file is
 updated only afterwards, so a crash mid-save never leaves a checkpoint that looks complete. Resuming
@@ -46,7 +46,7 @@ def commit_step_dir(root: str | Path, step: int, tmp: Path) -> Path:
     return final
 
 
-# what a checkpoint needs to be resumed from (config.json is optional: checkpoints from before it existed)
+# what a checkpoint needs to be resumed from (run_config.json is optional: checkpoints from before it existed)
 REQUIRED_FILES = ("trainer_state.json", "actor/state.pt", "actor/huggingface/config.json")
 
 
