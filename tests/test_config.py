@@ -14,6 +14,7 @@ import pytest
 from omegaconf import OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
+from verl.trainer.base_yaml import BASE_YAML, base_yaml, field_help
 from verl.trainer.config_schema import (
     CONFIG_DIR,
     ENVIRONMENT_DIR,
@@ -314,6 +315,17 @@ def test_base_yaml_defaults_equal_the_dataclass_defaults():
         trainer=TrainerConfig(),
     )
     assert loaded == defaults
+
+
+def test_base_yaml_is_generated_from_the_dataclasses():
+    # one source for every default and comment: the dataclasses (verl/trainer/base_yaml.py)
+    assert BASE_YAML.read_text() == base_yaml(), "run `python -m verl.trainer.base_yaml` to regenerate it"
+
+
+def test_a_field_help_comment_may_stand_above_the_field():
+    helps = field_help(DataConfig)
+    assert helps["train_batch_size"] == "prompts per training step"  # after the field
+    assert helps["max_response_length"].startswith("tokens; LongCoT: the thinking budget B")  # above it
 
 
 def test_every_key_of_the_base_yaml_is_commented():

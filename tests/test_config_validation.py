@@ -360,6 +360,8 @@ def tiny_files(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "outputs/tiny/sft").mkdir(parents=True)
     (tmp_path / "outputs/tiny/sft/config.json").write_text(json.dumps({"model_type": "qwen2"}))
+    for name in ("model.safetensors", "tokenizer.json", "chat_template.jinja"):  # checked by name only
+        (tmp_path / "outputs/tiny/sft" / name).write_text("")
     (tmp_path / "outputs/tiny/data").mkdir()
     for split in ("train", "val"):
         (tmp_path / f"outputs/tiny/data/{split}.jsonl").write_text('{"prompt": "1+1"}\n')

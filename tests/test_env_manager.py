@@ -23,7 +23,7 @@ from verl.workers.rollout.base import SamplingParams
 
 PLUGIN = textwrap.dedent(
     """
-    from verl.envs.base import register_env
+    from verl.envs import register_env
     from verl.envs.math_env import MathEnv
 
 

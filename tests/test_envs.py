@@ -10,22 +10,21 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-import verl.envs  # noqa: F401  (registers the built-ins)
 from tests.e2e_utils import tiny_config
 from verl.agent_loop.base import Trajectory, Turn
 from verl.agent_loop.gym import GymAgentLoop, continuation_ids, run_episode
+from verl.agent_loop.single_turn import SingleTurnAgentLoop
 from verl.data.rl_dataset import PromptItem, encode_prompt, load_prompts
-from verl.envs.base import (
+from verl.envs import (
     CONTEXT_MANAGERS,
     ENVS,
     Env,
     EnvRequest,
-    close_open_envs,
     make_context_manager,
     make_env,
-    open_env_count,
     register_env,
 )
+from verl.envs.base import close_open_envs, open_env_count
 from verl.envs.calculator import calculator_reply
 from verl.envs.plugins import import_plugins
 from verl.envs.report import CompletionsLog, env_metrics
@@ -314,7 +313,7 @@ def test_gym_loop_closes_every_env_and_shutdown_closes_leftovers(tokenizer, tmp_
     marker = tmp_path / "closed.txt"
     code = (
         f"from verl.envs.plugins import import_plugins; import_plugins([{str(PLUGIN)!r}]); "
-        f"from verl.envs.base import make_env; make_env({{'name': 'flaky', 'close_marker': {str(marker)!r}}})"
+        f"from verl.envs import make_env; make_env({{'name': 'flaky', 'close_marker': {str(marker)!r}}})"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent, timeout=60)
     assert marker.read_text() == "closed"
@@ -330,10 +329,15 @@ def test_env_reward_is_the_score_and_a_custom_function_adds_to_it(tokenizer):
         return Trajectory([Turn([1], ids, [0.0] * len(ids), "stop")], info)
 
     trajs, sources = [traj(0.25), traj(0.5), traj()], ["synthetic/running_sum"] * 3
-    default = NaiveRewardManager(tokenizer)  # env rows: the env's reward only, even with a ground truth
+    # env rows: the env's reward only, even with a ground truth
+    default = GymAgentLoop.scorer(NaiveRewardManager(tokenizer))
     assert [r.score for r in default(trajs, sources, ["", "8", "8"])] == [0.25, 0.5, 1.0]
-    custom = NaiveRewardManager(tokenizer, lambda data_source, solution_str, ground_truth, extra_info: 10.0)
+    custom = GymAgentLoop.scorer(
+        NaiveRewardManager(tokenizer, lambda data_source, solution_str, ground_truth, extra_info: 10.0)
+    )
     assert [r.score for r in custom(trajs, sources, ["", "8", "8"])] == [0.25, 10.5, 10.0]
+    # the other loops' trajectories are scored by the reward manager alone
+    assert SingleTurnAgentLoop.scorer(default.reward_manager) is default.reward_manager
 
 
 def test_completions_log_truncates_on_resume(tmp_path):

@@ -54,6 +54,15 @@ def test_a_directory_holding_a_run_is_never_started_over_unless_asked(tmp_path):
     assert checkpoint.find_resume(tmp_path / "empty", "disable", None) == (None, [])
 
 
+def test_a_key_the_checkpoint_predates_counts_only_when_it_leaves_its_default():
+    saved = {"data": {"seed": 1}}
+    defaults = {"data": {"seed": 1, "drop_duplicates": False}}
+    at_default = {"data": {"seed": 1, "drop_duplicates": False}}
+    assert config_differences(saved, at_default, defaults) == ([], [])
+    changed = {"data": {"seed": 1, "drop_duplicates": True}}
+    assert config_differences(saved, changed, defaults)[0] == ["data.drop_duplicates: None -> True"]
+
+
 def test_config_differences_split_into_refused_and_applied():
     saved = {"environment": "longcot", "trainer": {"seed": 1, "total_training_steps": 4},
              "actor_rollout_ref": {"actor": {"optim": {"lr": 1e-3}, "clip_ratio_low": 0.2}}}  # fmt: skip

@@ -55,8 +55,12 @@ def test_bad_rows_name_file_and_row(tokenizer, tmp_path):
     f = write_jsonl(tmp_path / "bad.jsonl", [row("a3"), {"prompt": "a4", "reward_model": {}}])
     with pytest.raises(ValueError, match=r"bad.jsonl row 1: missing reward_model.ground_truth"):
         load_prompts([f], tokenizer, "prompt", 64, True)
-    f = write_jsonl(tmp_path / "noprompt.jsonl", [{"question": "a3", "reward_model": {"ground_truth": "3"}}])
-    with pytest.raises(ValueError, match=r"noprompt.jsonl row 0: missing or empty 'prompt'"):
+    f = write_jsonl(
+        tmp_path / "noprompt.jsonl", [row("a3"), {"question": "a3", "reward_model": {"ground_truth": "3"}}]
+    )
+    with pytest.raises(
+        ValueError, match=r"noprompt.jsonl row 1: 'prompt' \(data.prompt_key\) must be a non-empty"
+    ):
         load_prompts([f], tokenizer, "prompt", 64, True)
     (tmp_path / "broken.jsonl").write_text('{"prompt": "a"}\n{oops\n')
     with pytest.raises(ValueError, match=r"broken.jsonl:2: not valid JSON"):

@@ -9,7 +9,9 @@
 #   4. the report: $OUT/report.md, accuracy_vs_budget.png, cost.png, training_curves.png
 # A stage whose output exists is skipped (an unfinished RL run resumes); FORCE=1 redoes everything.
 # Sizes: the default is the full setting (B = 512; about 2-3 hours on 2 cores); SIZE=demo is the
-# quickstart's (B = 256, under 15 minutes); SIZE=smoke is CI's (seconds per stage, numbers meaningless).
+# quickstart's (B = 256, under 15 minutes; its warm start has no long starts, which only claim (b) past B
+# needs, and learns the step rule within 900 steps where it did not in 600 with them; README);
+# SIZE=smoke is CI's (seconds per stage, numbers meaningless).
 # Usage: [PYTHON=.venv/bin/python] [SIZE=full|demo|smoke] [OUT=DIR] [STEPS=N] [FORCE=1] \
 #        bash recipes/markovian_testbed/run.sh [hydra overrides for both RL runs]
 set -euo pipefail
@@ -23,9 +25,9 @@ export TOKENIZERS_PARALLELISM=false
 # B: LongCoT's budget. C = B/4, keep_head = one step (9 tokens), keep_tail = C/2 - 9, so m = C/2 and
 # I = 1 + (B - C)/(C - m) = 7 chunks give Delethink the same budget B.
 case $SIZE in
-  full) B=512 SFT_STEPS=1500 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 EVAL_N=4 PER_GROUP=48 TIMING=16 ;;
-  demo) B=256 SFT_STEPS=600 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 EVAL_N=2 PER_GROUP=24 TIMING=8 ;;
-  smoke) B=128 SFT_STEPS=4 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 EVAL_N=1 PER_GROUP=2 TIMING=1 ;;
+  full) B=512 SFT_STEPS=1500 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 EVAL_N=4 PER_GROUP=48 TIMING=16 ;;
+  demo) B=256 SFT_STEPS=900 LONG_START=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 EVAL_N=2 PER_GROUP=24 TIMING=8 ;;
+  smoke) B=128 SFT_STEPS=4 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 EVAL_N=1 PER_GROUP=2 TIMING=1 ;;
   *) echo "SIZE must be full, demo or smoke, got '$SIZE'" >&2; exit 2 ;;
 esac
 OUT=${OUT:-outputs/markovian_testbed_$SIZE}
@@ -60,7 +62,7 @@ if needed "$OUT/data/eval.jsonl"; then
 fi
 if needed "$OUT/sft/config.json"; then
   "$PYTHON" -m verl.trainer.main_sft --config-name=sft_testbed model.path="$OUT/init" output_dir="$OUT/sft" \
-    force=true train.steps="$SFT_STEPS" train.warmup_steps=$((SFT_STEPS < 25 ? SFT_STEPS : 25)) task.max_size="$MAX_STEPS" task.continuation.max_size="$CONT_MAX_STEPS" \
+    force=true train.steps="$SFT_STEPS" train.micro_batches="$SFT_MICRO" task.long_start.prob="$LONG_START" train.warmup_steps=$((SFT_STEPS < 25 ? SFT_STEPS : 25)) task.max_size="$MAX_STEPS" task.continuation.max_size="$CONT_MAX_STEPS" \
     task.continuation.chunk_size=$C task.continuation.keep_head=$HEAD task.continuation.keep_tail=$TAIL \
     eval.num_problems="$SFT_EVAL" eval.min_size="$MIN_STEPS" eval.max_size="$MAX_STEPS" \
     eval.max_new_tokens=$((B + 16))

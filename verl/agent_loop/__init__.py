@@ -1,6 +1,18 @@
-"""Agent loops: how a trajectory is generated. Importing the package registers the built-in loops."""
+"""Agent loops: how a trajectory is generated. AGENT_LOOPS names every built-in loop
+(`actor_rollout_ref.rollout.agent.default_agent_loop`); a plugin adds its own with `register_agent_loop`."""
 
-from verl.agent_loop import delethink, gym, single_turn  # noqa: F401  (registration side effect)
-from verl.agent_loop.base import AGENT_LOOPS, AgentLoop, Trajectory, Turn, register_agent_loop
+from verl.agent_loop.base import AgentLoop, Trajectory, Turn
+from verl.agent_loop.delethink import DelethinkAgentLoop
+from verl.agent_loop.gym import GymAgentLoop
+from verl.agent_loop.single_turn import SingleTurnAgentLoop
+from verl.utils.registry import registrar
+
+AGENT_LOOPS: dict[str, type[AgentLoop]] = {
+    "single_turn": SingleTurnAgentLoop,  # LongCoT: one response
+    "delethink": DelethinkAgentLoop,  # chunks with a carry-over between them
+    "gym": GymAgentLoop,  # turns against an env (verl/envs)
+}
+
+register_agent_loop = registrar(AGENT_LOOPS, "agent loop")
 
 __all__ = ["AGENT_LOOPS", "AgentLoop", "Trajectory", "Turn", "register_agent_loop"]

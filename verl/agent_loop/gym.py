@@ -22,21 +22,18 @@ import json
 import math
 import uuid
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from verl.agent_loop.base import AgentLoop, Trajectory, Turn, register_agent_loop
+from verl.agent_loop.base import ROLLOUT, AgentLoop, Trajectory, Turn
 from verl.agent_loop.delethink import chunk_seed
 from verl.data.rl_dataset import PromptItem, encode_prompt
-from verl.envs.base import (
-    ContextManager,
-    Env,
-    EnvRequest,
-    Messages,
-    close_env,
-    make_context_manager,
-    make_env,
-)
+from verl.envs import make_context_manager, make_env
+from verl.envs.base import ContextManager, Env, EnvRequest, Messages, close_env
 from verl.workers.rollout.base import RolloutEngine, SamplingParams
+
+if TYPE_CHECKING:
+    from verl.agent_loop.base import RewardManager
+    from verl.trainer.config_schema import PolicyIterationConfig
 
 TRAIN_ON = ("last", "all")
 
@@ -225,10 +222,11 @@ async def run_episode(
     return Trajectory(turns, info)
 
 
-@register_agent_loop("gym")
 class GymAgentLoop(AgentLoop):
     """One fresh env (and context manager) per episode, chosen by the item's row columns or the
     global `actor_rollout_ref.rollout.gym` configs, closed when the episode ends."""
+
+    fits_any_environment = True  # an env conversation, LongCoT- or Delethink-style (docs/ENVIRONMENTS.md)
 
     def __init__(
         self,
@@ -289,3 +287,51 @@ class GymAgentLoop(AgentLoop):
         if close_error:
             trajectory.info["trajectory_infos"].append({"error": close_error})
         return trajectory
+
+    @classmethod
+    def from_config(cls, config: PolicyIterationConfig, engine: RolloutEngine, tokenizer: Any) -> AgentLoop:
+        rollout = config.actor_rollout_ref.rollout
+        gym = rollout.gym
+        return cls(
+            engine,
+            tokenizer=tokenizer,
+            max_turns=rollout.multi_turn.max_assistant_turns,
+            env_config=gym.env_config,
+            ctx_config=gym.ctx_config,
+            train_on=gym.train_on,
+            step_timeout_s=gym.step_timeout_s,
+            max_prompt_tokens=gym.max_prompt_tokens,
+        )
+
+    @classmethod
+    def config_problems(cls, config: PolicyIterationConfig) -> list[str]:
+        train_on = config.actor_rollout_ref.rollout.gym.train_on
+        if config.trainer.name == "ppo" and train_on != "last":
+            return [
+                f"{ROLLOUT}.gym.train_on={train_on!r}: train_on=all trains every assistant turn as its own "
+                "row; use trainer.name=delethink (one row per turn, padded to the mini-batches, loss "
+                "rescaled to a mean over trajectories)"
+            ]
+        return []
+
+    @classmethod
+    def scorer(cls, reward_manager: RewardManager) -> RewardManager:
+        from verl.envs.scoring import EpisodeScorer
+
+        return EpisodeScorer(reward_manager)
+
+    @classmethod
+    def plan_rows(cls, config: PolicyIterationConfig) -> list[tuple[str, str]]:
+        data, rollout = config.data, config.actor_rollout_ref.rollout
+        gym = rollout.gym
+        env = (gym.env_config or {}).get("name", "from each row's env_config")
+        ctx = (gym.ctx_config or {}).get("name", "none (or each row's ctx_config)")
+        turns = rollout.multi_turn.max_assistant_turns
+        return [
+            ("environment", f"gym: env {env}, context manager {ctx}"),
+            ("turns", f"up to {turns} model turns, training on {gym.train_on}"),
+            (
+                "context",
+                f"<= {data.max_prompt_length} prompt + {data.max_response_length} new tokens per turn",
+            ),
+        ]

@@ -4,32 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
-from verl.agent_loop.base import AGENT_LOOPS, AgentLoop, Trajectory
+from verl.agent_loop.base import AgentLoop, Trajectory
 from verl.data.rl_dataset import PromptItem
 from verl.trainer.config_schema import PolicyIterationConfig
 from verl.workers.rollout.base import RolloutEngine, SamplingParams
 
 
 def build_agent_loop(config: PolicyIterationConfig, engine: RolloutEngine, tokenizer) -> AgentLoop:
-    import verl.agent_loop  # noqa: F401  (registers the built-in loops)
-
-    rollout = config.actor_rollout_ref.rollout
-    name = rollout.agent.default_agent_loop
-    if name == "gym":
-        gym = rollout.gym
-        return AGENT_LOOPS[name](
-            engine,
-            tokenizer=tokenizer,
-            max_turns=rollout.multi_turn.max_assistant_turns,
-            env_config=gym.env_config,
-            ctx_config=gym.ctx_config,
-            train_on=gym.train_on,
-            step_timeout_s=gym.step_timeout_s,
-            max_prompt_tokens=gym.max_prompt_tokens,
-        )
-    if name == "delethink":
-        return AGENT_LOOPS[name](engine, config.delethink_params)
-    return AGENT_LOOPS[name](engine)
+    """The run's agent loop (`rollout.agent.default_agent_loop`), set up by its own `from_config`."""
+    return config.agent_loop_class.from_config(config, engine, tokenizer)
 
 
 async def run_agent_loops(

@@ -13,13 +13,7 @@ from verl.utils.registry import registrar
 
 Trimmer = Callable[[list[int], int, int], list[int]]
 
-TRIMMERS: dict[str, Trimmer] = {}
 
-
-register_trimmer = registrar(TRIMMERS, "trimmer")
-
-
-@register_trimmer("progressive")
 def progressive_trim(thinking_ids: list[int], keep_head: int, keep_tail: int) -> list[int]:
     """The first keep_head and the last keep_tail tokens of all thinking so far.
 
@@ -34,6 +28,11 @@ def progressive_trim(thinking_ids: list[int], keep_head: int, keep_tail: int) ->
     if len(thinking_ids) <= keep_head + keep_tail:
         return list(thinking_ids)
     return thinking_ids[:keep_head] + thinking_ids[-keep_tail:]
+
+
+TRIMMERS: dict[str, Trimmer] = {"progressive": progressive_trim}  # plugins add theirs with register_trimmer
+
+register_trimmer = registrar(TRIMMERS, "trimmer")
 
 
 def get_trimmer(name: str) -> Trimmer:

@@ -10,6 +10,7 @@ with a count per reason in the log, or, with `bad_rows: error`, fail naming the 
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -21,8 +22,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from verl.data.rl_dataset import PromptItem, encode_prompt, load_prompts
-from verl.trainer.config_schema import PolicyIterationConfig, TaskConfig
+from verl.data.rl_dataset import DataError, PromptItem, encode_prompt, load_prompts, read_rows
+from verl.trainer.config_schema import ConfigError, PolicyIterationConfig, TaskConfig
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +49,9 @@ def read_task_rows(path: str) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"task file {path} does not exist")
-    builder = _BUILDERS.get(p.suffix)
-    if builder is None:
-        raise ValueError(f"{path}: unsupported file type {p.suffix!r} (use .jsonl, .json or .parquet)")
+    # datasets' own errors name neither line nor row (a bare UnicodeDecodeError, a StopIteration for an
+    # empty file): read_rows raises a DataError naming them, and an unsupported file type, first
+    read_rows(path)
     import datasets
 
     # A column whose rows mix types (answers "025" and 25) becomes a `datasets.Json` column, which reads
@@ -58,7 +59,7 @@ def read_task_rows(path: str) -> list[dict[str, Any]]:
     # but "[1, 2]" comes back a list, and such a row is then rejected as an answer of the wrong type.
     with tempfile.TemporaryDirectory(prefix="verl_task_cache_") as cache_dir:
         ds = datasets.load_dataset(
-            builder, data_files=str(p), split="train", cache_dir=cache_dir, keep_in_memory=True
+            _BUILDERS[p.suffix], data_files=str(p), split="train", cache_dir=cache_dir, keep_in_memory=True
         )
         return ds.to_list()
 
@@ -110,22 +111,22 @@ def _prompt_messages(task: TaskConfig, row: dict[str, Any]) -> list[dict[str, st
 
 def _check_columns(name: str, task: TaskConfig, rows: list[dict[str, Any]]) -> None:
     """Config mistakes fail at once, whatever bad_rows says: they would reject every row."""
-    if not rows:
-        return
     columns = list(rows[0])  # `datasets` gives every row the same columns (None where a row lacks one)
     for key in ("problem_key", "answer_key"):
         column = getattr(task, key)
         if column not in columns:
-            raise ValueError(f"task {name}: {task.path} has no column {column!r} ({key}); columns: {columns}")
+            raise ConfigError(
+                f"task {name}: {task.path} has no column {column!r} ({key}); columns: {columns}"
+            )
     try:
         task.prompt_template.format(**rows[0])
     except KeyError as e:
-        raise ValueError(
+        raise ConfigError(
             f"task {name}: prompt_template names column {e.args[0]!r}, which {task.path} does not have; "
             f"columns: {columns}"
         ) from None
     except (IndexError, ValueError) as e:
-        raise ValueError(
+        raise ConfigError(
             f"task {name}: prompt_template {task.prompt_template!r} is not a valid format string ({e}); "
             "name columns as {problem} and write literal braces doubled, as in \\boxed{{}}"
         ) from None
@@ -137,7 +138,10 @@ def load_task(name: str, task: TaskConfig, tokenizer, max_prompt_tokens: int) ->
     if not Path(task.path).is_file():
         how = f"; {task.how_to_get}" if task.how_to_get else ""
         raise FileNotFoundError(f"task {name}: task file {task.path} does not exist{how}")
-    rows = read_task_rows(task.path)
+    try:
+        rows = read_task_rows(task.path)
+    except DataError as e:
+        raise DataError(f"task {name}: {e}") from None
     _check_columns(name, task, rows)
     order = (
         range(len(rows))
@@ -162,7 +166,7 @@ def load_task(name: str, task: TaskConfig, tokenizer, max_prompt_tokens: int) ->
                 )
         except BadRow as bad:
             if task.bad_rows == "error":
-                raise ValueError(
+                raise DataError(
                     f"task {name}: {task.path} row {i}: {bad.detail} (bad_rows: error; "
                     "bad_rows: filter drops such rows)"
                 ) from None
@@ -170,18 +174,25 @@ def load_task(name: str, task: TaskConfig, tokenizer, max_prompt_tokens: int) ->
             continue
         extra = {"task": name, "index": i}
         items.append(PromptItem(ids, task.data_source, answer, extra, val_n=task.n, messages=messages))
-    if dropped:
-        reasons = ", ".join(f"{count} {kind}" for kind, count in sorted(dropped.items()))
-        logger.warning("task %s: dropped %d rows of %s: %s", name, sum(dropped.values()), task.path, reasons)
+    reasons = ", ".join(f"{count} {kind}" for kind, count in sorted(dropped.items()))
     if not items:
-        raise ValueError(f"task {name}: no usable rows in {task.path} ({len(rows)} rows)")
+        if set(dropped) == {"overlong prompt"}:
+            raise ConfigError(
+                f"data.max_prompt_length: all {len(rows)} prompts of task {name} ({task.path}) are longer "
+                f"than the {max_prompt_tokens} tokens allowed (data.max_prompt_length less any Delethink "
+                "carry-over)"
+            )
+        raise DataError(f"task {name}: no usable rows in {task.path} ({len(rows)} rows: {reasons})")
+    if dropped:
+        logger.warning("task %s: dropped %d rows of %s: %s", name, sum(dropped.values()), task.path, reasons)
     return items
 
 
 def load_split(
     config: PolicyIterationConfig, split: str, tokenizer, max_prompt_tokens: int
 ) -> list[PromptItem]:
-    """All prompts of a split: the rows of data.{split}_files, then every task of {split}_tasks in order."""
+    """All prompts of a split: the rows of data.{split}_files, then every task of {split}_tasks in order.
+    Prompts that repeat an earlier one are counted in the log, and dropped with data.drop_duplicates."""
     if split not in ("train", "val"):
         raise ValueError(f"split must be 'train' or 'val', got {split!r}")
     data = config.data
@@ -195,4 +206,33 @@ def load_split(
         items += load_task(name, task, tokenizer, max_prompt_tokens)
     if not items:
         raise ValueError(f"no {split} prompts: data.{split}_files and {split}_tasks are both empty")
-    return items
+    return without_duplicates(items, split, data.drop_duplicates)
+
+
+def _identity(item: PromptItem) -> tuple:
+    """What makes two prompts the same problem: what the model sees and what judges it."""
+    gym = json.dumps([item.env_config, item.ctx_config], sort_keys=True, default=str)
+    return item.data_source, tuple(item.prompt_ids), item.ground_truth, item.val_n, gym
+
+
+def without_duplicates(items: list[PromptItem], split: str, drop: bool) -> list[PromptItem]:
+    """`items` less the repeats of an earlier item if `drop`; either way their count is logged (a repeated
+    validation problem weighs more in the accuracy, a repeated training one is seen more often)."""
+    seen: set[tuple] = set()
+    kept = []
+    for item in items:
+        key = _identity(item)
+        if key not in seen or not drop:
+            kept.append(item)
+        seen.add(key)
+    repeats = len(items) - len(seen)
+    if repeats:
+        action = "dropped" if drop else "kept (data.drop_duplicates=true drops them)"
+        logger.warning(
+            "%s: %d of %d prompts repeat an earlier one (same prompt, answer and data_source); %s",
+            split,
+            repeats,
+            len(items),
+            action,
+        )
+    return kept

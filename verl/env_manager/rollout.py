@@ -5,6 +5,9 @@
     items, trajectories, trajectory_ids = rollout.validate()      # the validation set, val_kwargs.n each
     rollout.shutdown()
 
+It is a rollout source of the trainer (verl/trainer/ppo/rollout_source.py): `from_run`, `train_batch`,
+`validation` and `config_problems` are that seam.
+
 Training round `step` (1-based) has `num_groups` groups of `rollout.n` env managers; each group runs
 `data.train_batch_size / num_groups` episodes, so the round yields train_batch_size x rollout.n
 trajectories ordered by group, episode, member: every GRPO group (one episode) is `rollout.n` adjacent
@@ -31,8 +34,7 @@ from verl.env_manager.global_dataset import (
 )
 from verl.env_manager.rollout_worker import TRAIN, VAL, RolloutWorker
 from verl.env_manager.scheduler import EpisodeRecord, EpisodeScheduler
-from verl.trainer.config_schema import EnvManagerConfig
-from verl.workers.rollout.base import SamplingParams
+from verl.trainer.config_schema import EnvManagerConfig, PolicyIterationConfig
 
 
 def spread(slots: list[tuple[int, int]], num_workers: int) -> list[list[tuple[int, int]]]:
@@ -92,14 +94,7 @@ class EnvManagerRollout:
             ),
             VAL: get_global_dataset(f"{self.run_name}/val", TRAVERSAL, val_items, limit=data.val_batch_size),
         }
-        sampling = {
-            TRAIN: SamplingParams(
-                data.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k
-            ),
-            VAL: SamplingParams(
-                data.max_response_length, val.temperature if val.do_sample else 0.0, val.top_p, val.top_k
-            ),
-        }
+        sampling = {TRAIN: config.train_sampling, VAL: config.val_sampling}
         self.scheduler = ray.remote(EpisodeScheduler).options(num_cpus=0).remote()
         slots = {
             TRAIN: [(g, m) for g in range(self.num_groups) for m in range(rollout.n)],
@@ -116,6 +111,41 @@ class EnvManagerRollout:
                     config, engine, self.scheduler, datasets, sampling, worker_slots, config.trainer.seed
                 )
             )
+
+    @classmethod
+    def from_run(cls, config: PolicyIterationConfig, workers, train_items, val_items) -> EnvManagerRollout:
+        """On top of the run's worker group: rollout worker i calls rank i mod world size's engine."""
+        env_manager = config.actor_rollout_ref.rollout.env_manager
+        return cls(config, workers.engine_handles(), train_items, val_items, env_manager)
+
+    @staticmethod
+    def config_problems(config: PolicyIterationConfig) -> list[str]:
+        """The rest of the run's config must give every group an equal share, every validation row one
+        group's worth of samples, and no dynamic-sampling refill (it would draw prompts elsewhere)."""
+        em, rollout = "actor_rollout_ref.rollout.env_manager", "actor_rollout_ref.rollout"
+        problems = []
+        num_groups, batch = (
+            config.actor_rollout_ref.rollout.env_manager.num_groups,
+            config.data.train_batch_size,
+        )
+        if num_groups >= 1 and batch % num_groups:
+            problems.append(
+                f"{em}.num_groups={num_groups}: must be -1 or divide data.train_batch_size={batch} "
+                "(each group runs an equal share of episodes)"
+            )
+        val_n = config.actor_rollout_ref.rollout.val_kwargs.n
+        for name, task in config.val_tasks.items():
+            if task.n is not None and task.n != val_n:
+                problems.append(
+                    f"val_tasks.{name}.n={task.n}: must be null or equal {rollout}.val_kwargs.n={val_n} with "
+                    f"{em}.enable=true (a validation group of env managers has one size)"
+                )
+        if config.algorithm.filter_groups.enable:
+            problems.append(
+                f"algorithm.filter_groups.enable=True: is not supported with {em}.enable=true (episodes come "
+                "from the env managers' own dataset, which the refill cannot draw from)"
+            )
+        return problems
 
     def _run_round(
         self, mode: str, num_groups: int, episodes_per_group: int | None, round_index: int
@@ -146,6 +176,18 @@ class EnvManagerRollout:
             [r.trajectory for r in records],
             [r.trajectory_id for r in records],
         )
+
+    def train_batch(self, step: int, attempt: int) -> tuple[list[PromptItem], list[Trajectory]]:
+        if attempt:
+            raise ValueError(
+                "the environment manager has no dynamic-sampling refill (config_problems says so)"
+            )
+        items, trajectories, _ = self.collect(step)
+        return items, trajectories
+
+    def validation(self) -> tuple[list[PromptItem], list[Trajectory]]:
+        items, trajectories, _ = self.validate()
+        return items, trajectories
 
     def shutdown(self) -> None:
         """Close envs left open in the workers, then end the actors this instance created."""

@@ -1,4 +1,4 @@
-"""What an environment and a context manager are, and the registries that name them.
+"""What an environment and a context manager are, and how long an env lives.
 
 An `Env` is a conversation partner for the policy (Gym style, asynchronous): `reset` opens an episode
 with a system message and the first user message, `step` reads the whole conversation (its last
@@ -7,7 +7,8 @@ is over, and an info dict that is logged. A `ContextManager` may rewrite the mes
 every model turn (e.g. trim old thinking, as Delethink does).
 
 Both are chosen by a config dict `{"name": <registered name>, ...init keys}`, from a dataset row's
-`env_config` / `ctx_config` column or from `actor_rollout_ref.rollout.gym`.
+`env_config` / `ctx_config` column or from `actor_rollout_ref.rollout.gym`; the names are the tables
+ENVS and CONTEXT_MANAGERS in verl/envs/__init__.py.
 
 This module stays light (no torch, no transformers) so that Ray actors running episodes import it fast.
 """
@@ -21,8 +22,6 @@ from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-
-from verl.utils.registry import registrar
 
 logger = logging.getLogger(__name__)
 
@@ -86,13 +85,6 @@ class ContextManager(ABC):
         return a new list rather than editing it."""
 
 
-ENVS: dict[str, type[Env]] = {}
-CONTEXT_MANAGERS: dict[str, type[ContextManager]] = {}
-
-register_env = registrar(ENVS, "env")
-register_context_manager = registrar(CONTEXT_MANAGERS, "context manager")
-
-
 def config_problem(config: Any, registry: dict[str, type], kind: str) -> str | None:
     """Why `config` cannot build a registered `kind`, or None if it can."""
     if not isinstance(config, dict):
@@ -103,25 +95,14 @@ def config_problem(config: Any, registry: dict[str, type], kind: str) -> str | N
     return None
 
 
-def _checked(config: Any, registry: dict[str, type], kind: str) -> type:
-    problem = config_problem(config, registry, kind)
-    if problem:
-        raise ValueError(f"{kind} config {config!r}: {problem}")
-    return registry[config["name"]]
-
-
 # Every env built by make_env until close_env: what is still open at exit gets closed then.
 _OPEN_ENVS: set[Env] = set()
 
 
-def make_env(env_config: dict[str, Any]) -> Env:
-    env = _checked(env_config, ENVS, "env")(dict(env_config))
+def opened(env: Env) -> Env:
+    """Keep `env` until close_env, so that close_open_envs closes it if its episode never did."""
     _OPEN_ENVS.add(env)
     return env
-
-
-def make_context_manager(ctx_config: dict[str, Any], tokenizer: Any = None) -> ContextManager:
-    return _checked(ctx_config, CONTEXT_MANAGERS, "context manager")(dict(ctx_config), tokenizer)
 
 
 async def close_env(env: Env, timeout_s: float) -> str | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from verl.envs.base import Env, EnvRequest, Messages, register_env
+from verl.envs.base import Env, EnvRequest, Messages
 from verl.envs.math_env import expected_answer, judge
 from verl.utils.config_resolvers import eval_arithmetic
 
@@ -32,7 +32,6 @@ def calculator_reply(expression: str) -> str:
         return f"<result>error: {e}</result>"
 
 
-@register_env("calculator")
 class CalculatorEnv(Env):
     def __init__(self, env_config: dict[str, Any]) -> None:
         super().__init__(env_config)

@@ -18,10 +18,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from verl.envs.base import ContextManager, Messages, register_context_manager
+from verl.envs.base import ContextManager, Messages
 
 
-@register_context_manager("delethink")
 class DelethinkContextManager(ContextManager):
     def __init__(self, ctx_config: dict[str, Any], tokenizer: Any = None) -> None:
         # here: importing verl.agent_loop loads torch

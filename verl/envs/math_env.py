@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from verl.envs.base import Env, EnvRequest, Messages, register_env
+from verl.envs.base import Env, EnvRequest, Messages
 from verl.utils.reward_score import default_compute_score
 
 
@@ -34,7 +34,6 @@ async def judge(data_source: str, reply: str, answer: str) -> float:
     return await asyncio.to_thread(default_compute_score, data_source, reply, answer)
 
 
-@register_env("math")
 class MathEnv(Env):
     def __init__(self, env_config: dict[str, Any]) -> None:
         super().__init__(env_config)

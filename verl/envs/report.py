@@ -1,4 +1,5 @@
-"""What gym episodes leave behind: `completions.jsonl` (one line per trajectory) and `env/*` metrics."""
+"""What gym episodes leave behind: `completions.jsonl` (one line per episode) and `env/*` metrics. The trainer
+hands every trajectory here; trajectories of other loops are no episodes and leave nothing."""
 
 from __future__ import annotations
 
@@ -54,6 +55,18 @@ def completion_record(
         "error": info.get("error"),
         "trajectory_infos": info["trajectory_infos"],
     }
+
+
+def completion_records(
+    step: int, items: Sequence, trajectories: Sequence, scores: Sequence[float], advantages: Sequence[float]
+) -> list[dict[str, Any]]:
+    """The completions.jsonl lines of a training step: one per env episode (none for other loops)."""
+    batch = zip(items, trajectories, scores, advantages, strict=True)
+    return [
+        completion_record(step, j, item, trajectory, score, advantage)
+        for j, (item, trajectory, score, advantage) in enumerate(batch)
+        if is_episode(trajectory)
+    ]
 
 
 class CompletionsLog:

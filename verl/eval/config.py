@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from verl.models.model_dir import model_dir_problems
 from verl.trainer.config_schema import ConfigError, TaskConfig, to_dataclass
 from verl.utils.config_resolvers import register_resolvers
 
@@ -134,8 +135,13 @@ def rule_errors(c: EvalConfig) -> list[str]:
             errors.append(f"{key}={value!r}: {rule}")
 
     check(c.mode in MODES, "mode", c.mode, f"must be one of {list(MODES)}")
+    model_dir = resolve_model_dir(c.model_path)
     no_model = f"no config.json in it or in its {RUN_HF_SUBDIR}/"
-    check(resolve_model_dir(c.model_path) is not None, "model_path", c.model_path, no_model)
+    check(model_dir is not None, "model_path", c.model_path, no_model)
+    if model_dir is not None:
+        problems = "; ".join(model_dir_problems(model_dir))
+        incomplete = f"not a complete model directory ({model_dir}): {problems}"
+        check(not problems, "model_path", c.model_path, incomplete)
     check(
         bool(c.data_files or c.tasks),
         "data_files",

@@ -23,9 +23,11 @@ import torch
 from tqdm import tqdm
 from transformers import AutoConfig, AutoTokenizer
 
-from verl.agent_loop.base import AGENT_LOOPS, AgentLoop, Trajectory
+from verl.agent_loop.base import AgentLoop, Trajectory
+from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.agent_loop.delethink_params import DelethinkParams
 from verl.agent_loop.manager import run_agent_loops
+from verl.agent_loop.single_turn import SingleTurnAgentLoop
 from verl.data.rl_dataset import PromptItem, load_prompts
 from verl.eval.config import EvalConfig, resolve_model_dir
 from verl.eval.summary import ALL_SOURCES, summarise_run
@@ -105,11 +107,9 @@ def check_fits_context(config: EvalConfig, items: list[PromptItem], max_position
 
 
 def build_loop(run: EvalRun, engine: RolloutEngine) -> AgentLoop:
-    import verl.agent_loop  # noqa: F401  (registers the built-in loops)
-
     if run.delethink is None:
-        return AGENT_LOOPS["single_turn"](engine)
-    return AGENT_LOOPS["delethink"](engine, run.delethink)
+        return SingleTurnAgentLoop(engine)
+    return DelethinkAgentLoop(engine, run.delethink)
 
 
 def sample_seed(config: EvalConfig, problem: int, sample: int) -> int:

@@ -5,6 +5,11 @@ Every key the code reads is a field here. `load_config(cfg)` turns the composed 
 the key, its value and the rule, before Ray or any model starts. It reports every problem it finds at
 once, so a run with three typos needs one retry, not three. What is valid but probably not meant (a
 key that mixes the two thinking environments) `config_warnings` lists, for the entry point to print.
+
+Each section's rules sit beside its fields (its `problems(key)` method); the rules between sections are
+`_cross_section_errors`, which leaves what the agent loop and the rollout source need of the rest to
+their own `config_problems`. Numbers derived from several keys (world size, mini-batches, the question
+budget, the train/val sampling parameters) are properties, so each is computed in one place.
 """
 
 from __future__ import annotations
@@ -23,10 +28,13 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from verl.models.model_dir import model_path_problem
 from verl.utils.config_resolvers import register_resolvers
 
 if TYPE_CHECKING:
+    from verl.agent_loop.base import AgentLoop
     from verl.agent_loop.delethink_params import DelethinkParams
+    from verl.workers.rollout.base import SamplingParams
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
 ENVIRONMENT_DIR = CONFIG_DIR / "environment"  # the thinking environments, one switch each: environment=NAME
@@ -56,130 +64,274 @@ class ConfigError(ValueError):
     """A config value breaks a rule. The message names the key, the value and the rule."""
 
 
+# ---------------------------------------------------------------------------------------------------
+# Each section's own rules: a dataclass's `problems(key)` checks its fields, `key` its full key name.
+
+# (field, whether its value is allowed, the rule a message states)
+Rule = tuple[str, Callable[[Any], bool], str]
+
+
+def _broken(section: Any, key: str, rules: Sequence[Rule]) -> list[str]:
+    """One `key.field=value: rule` line for every rule the section's value breaks."""
+    lines = []
+    for name, ok, rule in rules:
+        value = getattr(section, name)
+        if not ok(value):
+            lines.append(f"{_join(key, name)}={value!r}: {rule}")
+    return lines
+
+
+def _positive(*names: str) -> list[Rule]:
+    return [(name, lambda v: v > 0, "must be > 0") for name in names]
+
+
+def _non_negative(*names: str) -> list[Rule]:
+    return [(name, lambda v: v >= 0, "must be >= 0") for name in names]
+
+
+def _not_empty(*names: str) -> list[Rule]:
+    return [(name, lambda v: v != "", "must not be empty") for name in names]
+
+
+def _one_of(name: str, allowed: Sequence[str]) -> Rule:
+    return (name, lambda v: v in allowed, f"must be one of {list(allowed)}")
+
+
+def _off_or_positive(value: int) -> bool:
+    return value == -1 or value > 0
+
+
+_SAMPLING_RULES: list[Rule] = [  # rollout and rollout.val_kwargs sample alike
+    ("temperature", lambda v: v >= 0, "must be >= 0 (0 means greedy)"),
+    ("top_p", lambda v: 0 < v <= 1, "must be in (0, 1]"),
+    ("top_k", lambda v: v == -1 or v > 0, "must be -1 (off) or > 0"),
+]
+
+
 @dataclass
 class DataConfig:
-    train_files: list[str] = field(default_factory=list)  # prompt rows; or use train_tasks
-    val_files: list[str] = field(default_factory=list)  # prompt rows; or use val_tasks
-    prompt_key: str = "prompt"
-    max_prompt_length: int = 512  # tokens; Delethink: question + carry-over must fit
-    max_response_length: int = 256  # tokens; LongCoT: the budget B; Delethink: algorithm.delethink.chunk_size
-    train_batch_size: int = 8  # prompts per step (each repeated rollout.n times)
-    val_batch_size: int = -1  # -1: the whole set in one batch; env_manager: only the first N prompts
-    shuffle: bool = True
-    seed: int = 1
-    filter_overlong_prompts: bool = True  # False: an overlong prompt is an error naming its row
+    # prompt-row files (jsonl/json/parquet); or name train_tasks
+    train_files: list[str] = field(default_factory=list)
+    val_files: list[str] = field(default_factory=list)  # prompt-row files; or name val_tasks
+    prompt_key: str = "prompt"  # field of a row that holds the prompt
+    max_prompt_length: int = 512  # tokens; Delethink: a chunk's prompt (question + carry-over) must fit
+    # tokens; LongCoT: the thinking budget B; Delethink: = algorithm.delethink.chunk_size
+    max_response_length: int = 256
+    train_batch_size: int = 8  # prompts per training step
+    # prompts per validation batch (-1: all at once); with env_manager: validate the first N only
+    val_batch_size: int = -1
+    shuffle: bool = True  # shuffle training prompts every epoch
+    seed: int = 1  # seed of the training-prompt order
+    # drop prompts longer than max_prompt_length; false: error naming the row
+    filter_overlong_prompts: bool = True
+    # true: drop repeats of an earlier prompt (same prompt and answer); repeats are logged anyway
+    drop_duplicates: bool = False
+
+    def problems(self, key: str) -> list[str]:
+        return _broken(self, key, [
+            *_positive("max_prompt_length", "max_response_length", "train_batch_size"),
+            ("val_batch_size", _off_or_positive, "must be -1 (off / all at once) or > 0"),
+            *_not_empty("prompt_key"),
+        ])  # fmt: skip
 
 
 @dataclass
 class ModelConfig:
-    path: str  # a local HF model directory or a hub id (org/name)
-    enable_gradient_checkpointing: bool = False
-    use_remove_padding: bool = False  # pack rows into one sequence (varlen attention) instead of padding
+    path: str  # HF model directory (with config.json) or hub id org/name
+    enable_gradient_checkpointing: bool = False  # recompute activations in backward to save memory
+    use_remove_padding: bool = False  # pack rows into one sequence (varlen attention; flash-attn on GPU)
+
+    def problems(self, key: str) -> list[str]:
+        return _broken(self, key, _not_empty("path"))
 
 
 @dataclass
 class FSDPConfig:
     param_offload: bool = False  # keep sharded parameters on CPU between uses (GPU only)
     optimizer_offload: bool = False  # keep optimizer state on CPU between steps (GPU only)
-    param_dtype: str = "float32"  # compute dtype of the mixed-precision policy
-    reduce_dtype: str = "float32"  # dtype of gradient reduction
+    param_dtype: str = "float32"  # mixed precision: compute dtype (bfloat16 on GPU)
+    reduce_dtype: str = "float32"  # mixed precision: gradient reduction dtype
+
+    def problems(self, key: str) -> list[str]:
+        return _broken(self, key, [_one_of("param_dtype", DTYPES), _one_of("reduce_dtype", DTYPES)])
 
 
 @dataclass
 class OptimConfig:
-    lr: float = 1e-6
-    weight_decay: float = 0.01
-    betas: tuple[float, float] = (0.9, 0.999)
-    lr_warmup_steps: int = 0
+    lr: float = 1e-6  # AdamW learning rate
+    weight_decay: float = 0.01  # AdamW weight decay
+    betas: tuple[float, float] = (0.9, 0.999)  # AdamW betas
+    lr_warmup_steps: int = 0  # optimizer steps of linear warm-up
+
+    def problems(self, key: str) -> list[str]:
+        return _broken(self, key, [
+            *_positive("lr"),
+            *_non_negative("weight_decay", "lr_warmup_steps"),
+            ("betas", lambda v: all(0 <= b < 1 for b in v), "each beta must be in [0, 1)"),
+        ])  # fmt: skip
 
 
 @dataclass
 class ActorConfig:
-    strategy: str = "fsdp2"
-    ppo_mini_batch_size: int = 8  # in prompts; rows = ppo_mini_batch_size * rollout.n
-    ppo_micro_batch_size_per_gpu: int = 8  # rows per forward/backward
-    ppo_epochs: int = 1
-    fixed_num_optim_steps: int | None = None  # set: split each batch into exactly this many mini-batches
-    clip_ratio_low: float = 0.2
-    clip_ratio_high: float = 0.2
-    clip_ratio_c: float = 3.0  # dual-clip bound for negative advantages
-    tis_imp_ratio_cap: float = -1.0  # <= 0 disables truncated importance sampling
-    loss_agg_mode: str = "seq-mean-token-norm-trace-length"  # set by the environment
-    entropy_coeff: float = 0.0
-    use_kl_loss: bool = False
-    kl_loss_coef: float = 0.001
-    kl_loss_type: str = "low_var_kl"
-    grad_clip: float = 1.0
-    use_dynamic_bsz: bool = False  # micro-batches by token budget instead of row count
-    ppo_max_token_len_per_gpu: int = 16384  # tokens per micro-batch with use_dynamic_bsz
+    strategy: str = "fsdp2"  # data-parallel strategy (FSDP2 works on CPU and GPU)
+    ppo_mini_batch_size: int = 8  # prompts per optimizer step; rows = ppo_mini_batch_size * rollout.n
+    ppo_micro_batch_size_per_gpu: int = 8  # rows per forward/backward (gradient accumulation unit)
+    ppo_epochs: int = 1  # passes over each step's batch
+    # set: split every batch into exactly this many mini-batches (rows vary in Delethink)
+    fixed_num_optim_steps: int | None = None
+    clip_ratio_low: float = 0.2  # PPO clip: ratio >= 1 - clip_ratio_low
+    clip_ratio_high: float = 0.2  # PPO clip: ratio <= 1 + clip_ratio_high
+    clip_ratio_c: float = 3.0  # dual-clip bound for negative advantages (> 1)
+    tis_imp_ratio_cap: float = -1.0  # truncated importance sampling cap on trainer/engine ratio; <= 0: off
+    # set by the environment; how per-token losses become one number (core_algos.LOSS_AGG_MODES)
+    loss_agg_mode: str = "seq-mean-token-norm-trace-length"
+    entropy_coeff: float = 0.0  # weight of the entropy bonus
+    use_kl_loss: bool = False  # add a KL penalty to a frozen reference model
+    kl_loss_coef: float = 0.001  # weight of that KL penalty
+    kl_loss_type: str = "low_var_kl"  # KL estimator (core_algos.KL_PENALTY_TYPES)
+    grad_clip: float = 1.0  # max global gradient norm
+    use_dynamic_bsz: bool = False  # micro-batches by token budget (ppo_max_token_len_per_gpu) instead of rows
+    ppo_max_token_len_per_gpu: int = 16384  # tokens (prompt + response) per micro-batch with use_dynamic_bsz
     optim: OptimConfig = field(default_factory=OptimConfig)
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
+
+    def problems(self, key: str) -> list[str]:
+        from verl.trainer.ppo import core_algos
+
+        return _broken(self, key, [
+            _one_of("strategy", ACTOR_STRATEGIES),
+            *_positive("ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ppo_epochs", "clip_ratio_high",
+                       "grad_clip", "ppo_max_token_len_per_gpu"),
+            ("fixed_num_optim_steps", lambda v: v is None or v >= 1, "must be null or >= 1"),
+            ("clip_ratio_low", lambda v: 0 < v < 1, "must be in (0, 1): the lower clip bound is 1 - it"),
+            ("clip_ratio_c", lambda v: v > 1, "must be > 1 (the dual-clip bound is above the clip)"),
+            _one_of("loss_agg_mode", core_algos.LOSS_AGG_MODES),
+            *_non_negative("kl_loss_coef"),
+            _one_of("kl_loss_type", core_algos.KL_PENALTY_TYPES),
+        ])  # fmt: skip
 
 
 @dataclass
 class SamplingConfig:
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
-    n: int = 1
-    do_sample: bool = True
+    temperature: float = 1.0  # 0 means greedy
+    top_p: float = 1.0  # nucleus sampling mass
+    top_k: int = -1  # -1: no top-k
+    n: int = 1  # samples per validation prompt
+    do_sample: bool = True  # false: greedy (temperature ignored)
+
+    def problems(self, key: str) -> list[str]:
+        return _broken(self, key, [*_SAMPLING_RULES, ("n", lambda v: v >= 1, "must be >= 1")])
 
 
 @dataclass
 class MultiTurnConfig:
-    max_assistant_turns: int = 1  # gym: the most model turns (Delethink's I: algorithm.delethink.max_chunks)
+    # gym: the most model turns (Delethink's I is algorithm.delethink.max_chunks)
+    max_assistant_turns: int = 1
+
+    def problems(self, key: str) -> list[str]:
+        return _broken(self, key, [("max_assistant_turns", lambda v: v >= 1, "must be >= 1")])
 
 
 @dataclass
 class AgentConfig:
-    default_agent_loop: str = "single_turn"  # single_turn | delethink | gym; set by the environment
+    # set by the environment; single_turn (LongCoT) | delethink | gym (verl/envs)
+    default_agent_loop: str = "single_turn"
+
+    def problems(self, key: str) -> list[str]:
+        from verl.agent_loop import AGENT_LOOPS
+
+        return _broken(self, key, [_one_of("default_agent_loop", list(AGENT_LOOPS))])
 
 
 @dataclass
 class GymConfig:
     """Defaults for the `gym` agent loop; a dataset row's env_config / ctx_config column wins."""
 
-    env_config: dict[str, Any] | None = None  # {"name": registered Env, other init keys}
-    ctx_config: dict[str, Any] | None = None  # {"name": registered ContextManager, other init keys}
-    train_on: str = "last"  # last: only the last assistant turn trains | all: every assistant turn
-    step_timeout_s: float = 30.0  # a reset/step that takes longer ends the episode with an error
-    max_prompt_tokens: int | None = None  # a longer next prompt ends the episode (truncated); null: no cap
+    env_config: dict[str, Any] | None = None  # {name: <registered Env>, ...init keys}
+    ctx_config: dict[str, Any] | None = None  # {name: <registered ContextManager>, ...init keys}
+    train_on: str = "last"  # last: only the final assistant turn trains | all: every assistant turn
+    step_timeout_s: float = 30.0  # a reset/step slower than this ends the episode with a recorded error
+    # an episode whose next prompt would be longer ends there (truncated); null: no cap
+    max_prompt_tokens: int | None = None
+
+    def problems(self, key: str) -> list[str]:
+        from verl.envs import CONTEXT_MANAGERS, ENVS
+        from verl.envs.base import config_problem
+
+        problems = _broken(self, key, [
+            _one_of("train_on", GYM_TRAIN_ON),
+            *_positive("step_timeout_s"),
+            ("max_prompt_tokens", lambda v: v is None or v > 0, "must be null (no cap) or > 0"),
+        ])  # fmt: skip
+        for name, registry, kind in (
+            ("env_config", ENVS, "env"),
+            ("ctx_config", CONTEXT_MANAGERS, "context manager"),
+        ):
+            value = getattr(self, name)
+            problem = None if value is None else config_problem(value, registry, kind)
+            if problem:
+                problems.append(f"{key}.{name}={value!r}: {problem} (plugins come from external_plugins)")
+        return problems
 
 
 @dataclass
 class EnvManagerConfig:
     """Rollouts through environment-manager workers (verl/env_manager) instead of the agent-loop batch."""
 
-    enable: bool = False
+    enable: bool = False  # true: rollout workers run episodes with scheduler-given seeds and a GlobalDataset
     num_workers: int = 1  # rollout worker actors; env managers are dealt to them round-robin
     num_groups: int = -1  # training groups of rollout.n env managers; -1: data.train_batch_size
     num_val_groups: int = -1  # validation groups of val_kwargs.n env managers; -1: num_groups
 
+    def problems(self, key: str) -> list[str]:
+        return _broken(self, key, [
+            ("num_workers", lambda v: v >= 1, "must be >= 1"),
+            ("num_groups", lambda v: v == -1 or v >= 1, "must be -1 (data.train_batch_size) or >= 1"),
+            ("num_val_groups", lambda v: v == -1 or v >= 1, "must be -1 (num_groups) or >= 1"),
+        ])  # fmt: skip
+
 
 @dataclass
 class RolloutConfig:
-    name: str = "hf"  # hf (CPU) | sglang (GPU)
-    mode: str = "async"
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
-    n: int = 8
-    max_num_seqs: int = 256  # engine batch cap
-    log_prob_max_token_len_per_gpu: int = 16384  # tokens per old-log-prob micro-batch (dynamic bsz)
+    name: str = "hf"  # generation engine: hf (CPU) | sglang (GPU)
+    mode: str = "async"  # agent loops call the engine concurrently
+    temperature: float = 1.0  # training samples; 0 means greedy
+    top_p: float = 1.0  # nucleus sampling mass
+    top_k: int = -1  # -1: no top-k
+    n: int = 8  # trajectories per prompt (the GRPO group size)
+    max_num_seqs: int = 256  # sequences the engine decodes at once
+    # tokens per old-log-prob micro-batch with actor.use_dynamic_bsz
+    log_prob_max_token_len_per_gpu: int = 16384
     tensor_model_parallel_size: int = 1  # SGLang: GPUs per engine
     gpu_memory_utilization: float = 0.5  # SGLang: fraction of GPU memory for weights + KV cache
-    free_cache_engine: bool = True  # SGLang: release engine memory while the actor trains
+    free_cache_engine: bool = True  # SGLang: release engine memory while the colocated actor trains
+    # the gym agent loop (verl/envs); a row's env_config/ctx_config wins
     gym: GymConfig = field(default_factory=GymConfig)
+    # rollouts by environment-manager workers (docs/ENV_MANAGER.md)
     env_manager: EnvManagerConfig = field(default_factory=EnvManagerConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     multi_turn: MultiTurnConfig = field(default_factory=MultiTurnConfig)
-    val_kwargs: SamplingConfig = field(default_factory=SamplingConfig)
+    val_kwargs: SamplingConfig = field(default_factory=SamplingConfig)  # sampling for validation
+
+    def problems(self, key: str) -> list[str]:
+        return _broken(self, key, [
+            _one_of("name", ROLLOUT_NAMES),
+            _one_of("mode", ROLLOUT_MODES),
+            *_SAMPLING_RULES,
+            *_positive("n", "max_num_seqs", "log_prob_max_token_len_per_gpu", "tensor_model_parallel_size"),
+            ("gpu_memory_utilization", lambda v: 0 < v <= 1, "must be in (0, 1]"),
+        ])  # fmt: skip
 
 
 @dataclass
 class RefConfig:
-    log_prob_micro_batch_size_per_gpu: int = 8
-    log_prob_max_token_len_per_gpu: int = 16384  # tokens per micro-batch with actor.use_dynamic_bsz
+    log_prob_micro_batch_size_per_gpu: int = 8  # rows per reference-model forward (only with use_kl_loss)
+    log_prob_max_token_len_per_gpu: int = 16384  # tokens per reference micro-batch with actor.use_dynamic_bsz
+
+    def problems(self, key: str) -> list[str]:
+        return _broken(
+            self, key, _positive("log_prob_micro_batch_size_per_gpu", "log_prob_max_token_len_per_gpu")
+        )
 
 
 @dataclass
@@ -194,12 +346,20 @@ class ActorRolloutRefConfig:
 class DelethinkConfig:
     """algorithm.delethink: the fields of agent_loop.delethink_params.DelethinkParams, which checks them."""
 
-    chunk_size: int = 8192  # C: the first chunk's budget, and the most tokens any chunk holds
-    keep_head: int = 100  # carry-over: the first keep_head thinking tokens
-    keep_tail: int = 3996  # carry-over: the last keep_tail thinking tokens
-    intermediate_max_new_tokens: int | None = None  # budget of every chunk after the first; None: C - m
-    max_chunks: int = 5  # I: the most chunks per trajectory
+    chunk_size: int = 8192  # tokens: C, the first chunk's budget and the most any chunk holds
+    keep_head: int = 100  # tokens: the first keep_head thinking tokens carried into every chunk
+    keep_tail: int = 3996  # tokens: the last keep_tail thinking tokens carried over (>= 1)
+    # tokens each chunk after the first may generate; null: C - keep_head - keep_tail
+    intermediate_max_new_tokens: int | None = None
+    max_chunks: int = 5  # I, the most chunks per trajectory; thinking budget C + (I-1)(C-m)
     trimmer: str = "progressive"  # how the carry-over is cut (agent_loop.trimmers.TRIMMERS)
+
+    def problems(self, key: str) -> list[str]:
+        from verl.agent_loop.delethink_params import delethink_param_problems
+
+        # checked whatever the loop, like every other key; the delethink loop's rules on other sections
+        # are DelethinkAgentLoop.config_problems
+        return [f"{key}.{problem}" for problem in delethink_param_problems(**dataclasses.asdict(self))]
 
 
 @dataclass
@@ -209,52 +369,99 @@ class FilterGroupsConfig:
     enable: bool = False  # keep only groups whose scores differ; refill with new prompts up to the batch
     max_num_gen_batches: int = 10  # the most batches one step generates; then it trains on what it has
 
+    def problems(self, key: str) -> list[str]:
+        return _broken(self, key, [("max_num_gen_batches", lambda v: v >= 1, "must be >= 1")])
+
 
 @dataclass
 class AlgorithmConfig:
-    adv_estimator: str = "grpo"  # grpo | rloo
-    norm_adv_by_std_in_grpo: bool = True
+    adv_estimator: str = "grpo"  # grpo | rloo (core_algos.ADV_ESTIMATORS)
+    norm_adv_by_std_in_grpo: bool = True  # divide GRPO advantages by the group's reward std
+    # dynamic sampling (trainer/ppo/dynamic_sampling.py)
     filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
-    filter_overlong_trajectories: bool = False  # train only on trajectories that ended with EOS
+    # train only on trajectories that ended with EOS (advantages use all)
+    filter_overlong_trajectories: bool = False
+    # read with agent loop delethink (agent_loop/delethink_params.py checks it)
     delethink: DelethinkConfig = field(default_factory=DelethinkConfig)
+
+    def problems(self, key: str) -> list[str]:
+        from verl.trainer.ppo import core_algos
+
+        return _broken(self, key, [_one_of("adv_estimator", core_algos.ADV_ESTIMATORS)])
 
 
 @dataclass
 class RewardModelConfig:
-    reward_manager: str = "naive"  # naive | delethink; set by the environment
-    # math-verify processes scoring at once, per driver / rollout worker: an answer stuck until its time
-    # limit holds up only its own process; None: one per CPU plus 4, at most 32
+    # set by the environment; naive scores the last turn | delethink all chunks joined
+    reward_manager: str = "naive"
+    # math-verify processes scoring at once, per driver / rollout worker; null: CPUs + 4 (max 32)
     scoring_processes: int | None = None
+
+    def problems(self, key: str) -> list[str]:
+        from verl.workers.reward_manager import REWARD_MANAGERS
+
+        return _broken(self, key, [
+            _one_of("reward_manager", list(REWARD_MANAGERS)),
+            ("scoring_processes", lambda v: v is None or v >= 1,
+             "must be null (one per CPU plus 4, at most 32) or >= 1"),
+        ])  # fmt: skip
 
 
 @dataclass
 class CustomRewardFunctionConfig:
-    path: str | None = None  # a .py file defining `name`; None: the built-in dispatch by data_source
+    path: str | None = None  # a .py file defining `name`; null: built-in dispatch by data_source
+    # function in that file: (data_source, solution_str, ground_truth, extra_info)
     name: str = "compute_score"
+
+    def problems(self, key: str) -> list[str]:
+        return _broken(self, key, _not_empty("name"))
 
 
 @dataclass
 class TrainerConfig:
-    name: str = "ppo"  # ppo (a row per trajectory) | delethink (a row per chunk); set by the environment
-    project_name: str = "delethink"
-    experiment_name: str = "run"
-    group: str = "default"  # wandb group: LongCoT and Delethink runs of one study share it
-    logger: list[str] = field(default_factory=lambda: ["console", "jsonl"])
-    total_training_steps: int = 10
-    val_before_train: bool = True
+    name: str = "ppo"  # set by the environment; ppo (one row per trajectory) | delethink (one row per chunk)
+    project_name: str = "delethink"  # wandb project
+    experiment_name: str = "run"  # run name; also names the output directory
+    group: str = "default"  # wandb group: the LongCoT and Delethink runs of one study share it
+    logger: list[str] = field(default_factory=lambda: ["console", "jsonl"])  # any of console | jsonl | wandb
+    total_training_steps: int = 10  # training steps (one batch of train_batch_size prompts each)
+    val_before_train: bool = True  # validate once before the first step
     test_freq: int = -1  # validate every N steps (and after the last); -1: never during training
     save_freq: int = -1  # checkpoint every N steps (and after the last); -1: only after the last
-    resume_mode: str = "auto"  # auto | disable | path
-    resume_from_path: str | None = None
+    resume_mode: str = "auto"  # auto: latest checkpoint in default_local_dir | disable | path
+    resume_from_path: str | None = None  # checkpoint directory for resume_mode=path
     overwrite: bool = False  # resume_mode=disable in a directory holding a run: move that run aside first
-    default_local_dir: str = "outputs/run"
-    log_rollouts: bool = True  # JSONL dumps under default_local_dir/rollouts/
-    log_val_generations: int = 0  # first N validation trajectories: wandb Table + val_generations.jsonl
-    nnodes: int = 1
-    n_gpus_per_node: int = 1
-    device: str = "cpu"
-    gpu_memory_gib: float = 80.0  # memory of one GPU; a cuda run whose estimated peak exceeds it is refused
-    seed: int = 1
+    default_local_dir: str = "outputs/run"  # checkpoints, metrics, rollouts, Hydra output
+    log_rollouts: bool = True  # JSONL rollout dumps under default_local_dir/rollouts/
+    # first N validation trajectories per validation: wandb Table + val_generations.jsonl
+    log_val_generations: int = 0
+    nnodes: int = 1  # machines
+    n_gpus_per_node: int = 1  # devices (workers) per machine
+    device: str = "cpu"  # cpu | cuda
+    # GiB of one GPU; a cuda run whose estimated peak (DRY_RUN=1 prints it) exceeds it is refused
+    gpu_memory_gib: float = 80.0
+    seed: int = 1  # seed of sampling and initialisation
+
+    @property
+    def world_size(self) -> int:
+        """Ranks (one worker each): nnodes x n_gpus_per_node."""
+        return self.nnodes * self.n_gpus_per_node
+
+    def problems(self, key: str) -> list[str]:
+        return _broken(self, key, [
+            _one_of("name", TRAINER_NAMES),
+            *_positive("total_training_steps", "nnodes", "n_gpus_per_node"),
+            ("test_freq", _off_or_positive, "must be -1 (off / all at once) or > 0"),
+            ("save_freq", _off_or_positive, "must be -1 (off / all at once) or > 0"),
+            ("log_val_generations", lambda v: v >= 0, "must be >= 0 (0: log none)"),
+            ("gpu_memory_gib", lambda v: v > 0, "must be > 0 (GiB of one GPU)"),
+            ("logger", lambda v: set(v) <= set(LOGGERS), f"every entry must be one of {list(LOGGERS)}"),
+            _one_of("resume_mode", RESUME_MODES),
+            ("resume_from_path", lambda v: self.resume_mode != "path" or bool(v),
+             "must be set when trainer.resume_mode='path'"),
+            _one_of("device", DEVICES),
+            *_not_empty("project_name", "experiment_name", "default_local_dir"),
+        ])  # fmt: skip
 
 
 @dataclass
@@ -274,6 +481,14 @@ class TaskConfig:
     bad_rows: str = "filter"  # filter: drop bad rows and log the count | error: fail naming the row
     how_to_get: str | None = None  # for a file not stored here: how to obtain it, said when it is missing
 
+    def problems(self, key: str) -> list[str]:
+        return _broken(self, key, [
+            ("max_samples", _off_or_positive, "must be -1 (every row) or > 0"),
+            ("n", lambda v: v is None or v >= 1, "must be null or >= 1"),
+            _one_of("bad_rows", TASK_BAD_ROWS),
+            *_not_empty("path", "data_source", "problem_key", "answer_key", "prompt_template"),
+        ])  # fmt: skip
+
 
 @dataclass
 class PolicyIterationConfig:
@@ -283,10 +498,23 @@ class PolicyIterationConfig:
     reward_model: RewardModelConfig
     custom_reward_function: CustomRewardFunctionConfig
     trainer: TrainerConfig
-    environment: str = "longcot"  # the thinking environment chosen (config group environment/)
+    environment: str = "longcot"  # set by the environment file (config/environment/): its own name
+    # problem sets by name (config group train_tasks/); used with or instead of data.train_files
     train_tasks: dict[str, TaskConfig] = field(default_factory=dict)
+    # problem sets by name (config group val_tasks/)
     val_tasks: dict[str, TaskConfig] = field(default_factory=dict)
-    external_plugins: list[str] = field(default_factory=list)  # modules or .py files imported at start-up
+    # modules or .py files imported at start-up (driver and workers) to register classes
+    external_plugins: list[str] = field(default_factory=list)
+
+    def problems(self, key: str) -> list[str]:
+        return _broken(self, key, [_one_of("environment", environment_names())])
+
+    @property
+    def agent_loop_class(self) -> type[AgentLoop]:
+        """The loop `rollout.agent.default_agent_loop` names; its class methods are how it plugs in."""
+        from verl.agent_loop import AGENT_LOOPS
+
+        return AGENT_LOOPS[self.actor_rollout_ref.rollout.agent.default_agent_loop]
 
     @property
     def is_delethink(self) -> bool:
@@ -299,6 +527,42 @@ class PolicyIterationConfig:
         from verl.agent_loop.delethink_params import DelethinkParams
 
         return DelethinkParams(**dataclasses.asdict(self.algorithm.delethink))
+
+    @property
+    def trajectories_per_step(self) -> int:
+        """Trajectories one training step generates: train_batch_size prompts x rollout.n samples."""
+        return self.data.train_batch_size * self.actor_rollout_ref.rollout.n
+
+    @property
+    def num_mini_batches(self) -> int:
+        """Optimizer steps per training batch: fixed_num_optim_steps, else train_batch_size over
+        ppo_mini_batch_size (both count prompts)."""
+        actor = self.actor_rollout_ref.actor
+        return actor.fixed_num_optim_steps or self.data.train_batch_size // actor.ppo_mini_batch_size
+
+    @property
+    def max_question_tokens(self) -> int:
+        """The longest prompt a row may have: data.max_prompt_length, less the carry-over a Delethink
+        chunk's prompt also holds."""
+        carry = self.delethink_params.carry if self.is_delethink else 0
+        return self.data.max_prompt_length - carry
+
+    @property
+    def train_sampling(self) -> SamplingParams:
+        """Sampling of training trajectories (no seed: each trajectory gets its own)."""
+        from verl.workers.rollout.base import SamplingParams
+
+        r = self.actor_rollout_ref.rollout
+        return SamplingParams(self.data.max_response_length, r.temperature, r.top_p, r.top_k)
+
+    @property
+    def val_sampling(self) -> SamplingParams:
+        """Sampling of validation trajectories: val_kwargs, greedy unless do_sample (no seed)."""
+        from verl.workers.rollout.base import SamplingParams
+
+        v = self.actor_rollout_ref.rollout.val_kwargs
+        temperature = v.temperature if v.do_sample else 0.0
+        return SamplingParams(self.data.max_response_length, temperature, v.top_p, v.top_k)
 
     @property
     def thinking_budget(self) -> int:
@@ -447,15 +711,8 @@ def environment_names() -> list[str]:
 
 
 def _rule_errors(c: PolicyIterationConfig) -> list[str]:
-    # registries live next to the code they name; imported here so that the schema module stays light
-    import verl.agent_loop  # noqa: F401  (registers the agent loops)
-    import verl.envs  # noqa: F401  (registers the built-in envs and context managers)
-    from verl.agent_loop.base import AGENT_LOOPS
-    from verl.agent_loop.delethink_params import delethink_param_problems
-    from verl.envs.base import CONTEXT_MANAGERS, ENVS, config_problem
+    """Every section's own rules, then the rules between sections."""
     from verl.envs.plugins import import_plugin
-    from verl.trainer.ppo import core_algos
-    from verl.workers.reward_manager import REWARD_MANAGERS
 
     errors: list[str] = []
     # plugins first: the names they register must validate below
@@ -464,232 +721,79 @@ def _rule_errors(c: PolicyIterationConfig) -> list[str]:
             import_plugin(entry)
         except ValueError as e:
             errors.append(f"external_plugins[{i}]: {e}")
+    return errors + _section_problems(c, "") + _cross_section_errors(c)
 
-    def check(key: str, ok: Callable[[Any], bool], rule: str) -> None:
-        value = _value(c, key)
-        if not ok(value):
-            errors.append(f"{key}={value!r}: {rule}")
 
-    def one_of(key: str, allowed: Sequence[str]) -> None:
-        check(key, lambda v: v in allowed, f"must be one of {list(allowed)}")
+def _section_problems(section: Any, key: str) -> list[str]:
+    """`section.problems(key)`, then the same for every section below it (tasks included)."""
+    # a section without rules of its own (ActorRolloutRefConfig) has no `problems`
+    errors = section.problems(key) if hasattr(section, "problems") else []
+    for f in dataclasses.fields(section):
+        value, field_key = getattr(section, f.name), _join(key, f.name)
+        if dataclasses.is_dataclass(value):
+            errors += _section_problems(value, field_key)
+        elif isinstance(value, dict):  # train_tasks / val_tasks: a section per name
+            for name, child in value.items():
+                if dataclasses.is_dataclass(child):
+                    errors += _section_problems(child, _join(field_key, name))
+    return errors
 
-    actor = "actor_rollout_ref.actor"
-    rollout = "actor_rollout_ref.rollout"
-    delethink = "algorithm.delethink"
 
-    for key in (
-        "data.max_prompt_length",
-        "data.max_response_length",
-        "data.train_batch_size",
-        f"{actor}.ppo_mini_batch_size",
-        f"{actor}.ppo_micro_batch_size_per_gpu",
-        f"{actor}.ppo_epochs",
-        f"{actor}.clip_ratio_high",
-        f"{actor}.grad_clip",
-        f"{actor}.optim.lr",
-        f"{rollout}.n",
-        f"{rollout}.max_num_seqs",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
-        "trainer.total_training_steps",
-        "trainer.nnodes",
-        "trainer.n_gpus_per_node",
-    ):
-        check(key, lambda v: v > 0, "must be > 0")
-    for key in (f"{actor}.optim.weight_decay", f"{actor}.optim.lr_warmup_steps", f"{actor}.kl_loss_coef"):
-        check(key, lambda v: v >= 0, "must be >= 0")
-    check("trainer.log_val_generations", lambda v: v >= 0, "must be >= 0 (0: log none)")
-    check("trainer.gpu_memory_gib", lambda v: v > 0, "must be > 0 (GiB of one GPU)")
-    for key in ("data.val_batch_size", "trainer.test_freq", "trainer.save_freq"):
-        check(key, lambda v: v == -1 or v > 0, "must be -1 (off / all at once) or > 0")
+def _cross_section_errors(c: PolicyIterationConfig) -> list[str]:
+    """Rules that tie one section to another. The agent loop's and the rollout source's needs are
+    their own `config_problems` (verl/agent_loop/, verl/trainer/ppo/rollout_source.py)."""
+    from verl.agent_loop import AGENT_LOOPS
+    from verl.trainer.ppo.rollout_source import rollout_source_class
+
+    arr, tr = c.actor_rollout_ref, c.trainer
+    actor, rollout = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
+    errors = []
+
+    def check(ok: bool, key: str, rule: str) -> None:
+        if not ok:
+            errors.append(f"{key}={_value(c, key)!r}: {rule}")
+
     for split in ("train", "val"):
-        tasks = getattr(c, f"{split}_tasks")
+        has_tasks = len(getattr(c, f"{split}_tasks")) > 0
         check(
+            len(getattr(c.data, f"{split}_files")) > 0 or has_tasks,
             f"data.{split}_files",
-            lambda v, tasks=tasks: len(v) > 0 or len(tasks) > 0,
             f"must list at least one file, or name tasks in {split}_tasks",
         )
-        for name in tasks:
-            key = f"{split}_tasks.{name}"
-            check(f"{key}.max_samples", lambda v: v == -1 or v > 0, "must be -1 (every row) or > 0")
-            check(f"{key}.n", lambda v: v is None or v >= 1, "must be null or >= 1")
-            check(f"{key}.bad_rows", lambda v: v in TASK_BAD_ROWS, f"must be one of {list(TASK_BAD_ROWS)}")
-            for field_key in ("path", "data_source", "problem_key", "answer_key", "prompt_template"):
-                check(f"{key}.{field_key}", lambda v: v != "", "must not be empty")
-    for key in (
-        f"{actor}.ppo_max_token_len_per_gpu",
-        f"{rollout}.log_prob_max_token_len_per_gpu",
-        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
-        f"{rollout}.tensor_model_parallel_size",
-        f"{rollout}.gym.step_timeout_s",
-    ):
-        check(key, lambda v: v > 0, "must be > 0")
-    check(f"{rollout}.gym.max_prompt_tokens", lambda v: v is None or v > 0, "must be null (no cap) or > 0")
-    check(f"{rollout}.gpu_memory_utilization", lambda v: 0 < v <= 1, "must be in (0, 1]")
-    em = f"{rollout}.env_manager"
-    check(f"{em}.num_workers", lambda v: v >= 1, "must be >= 1")
-    batch = c.data.train_batch_size
+    mini_batch = arr.actor.ppo_mini_batch_size
     check(
-        f"{em}.num_groups",
-        lambda v: v == -1 or (v >= 1 and batch % v == 0),
-        f"must be -1 or divide data.train_batch_size={batch} (each group runs an equal share of episodes)",
-    )
-    check(f"{em}.num_val_groups", lambda v: v == -1 or v >= 1, "must be -1 (num_groups) or >= 1")
-    if c.actor_rollout_ref.rollout.env_manager.enable:
-        val_n = c.actor_rollout_ref.rollout.val_kwargs.n
-        for name in c.val_tasks:
-            check(
-                f"val_tasks.{name}.n",
-                lambda v: v is None or v == val_n,
-                f"must be null or equal {rollout}.val_kwargs.n={val_n} with {em}.enable=true "
-                "(a validation group of env managers has one size)",
-            )
-    one_of(f"{rollout}.gym.train_on", GYM_TRAIN_ON)
-    gym = c.actor_rollout_ref.rollout.gym
-    for name, registry, kind in (
-        ("env_config", ENVS, "env"),
-        ("ctx_config", CONTEXT_MANAGERS, "context manager"),
-    ):
-        value = getattr(gym, name)
-        problem = None if value is None else config_problem(value, registry, kind)
-        if problem:
-            errors.append(f"{rollout}.gym.{name}={value!r}: {problem} (plugins come from external_plugins)")
-    for key in ("param_dtype", "reduce_dtype"):
-        one_of(f"{actor}.fsdp_config.{key}", DTYPES)
-    for key in (
-        "data.prompt_key",
-        "actor_rollout_ref.model.path",
-        "custom_reward_function.name",
-        "trainer.project_name",
-        "trainer.experiment_name",
-        "trainer.default_local_dir",
-    ):
-        check(key, lambda v: v != "", "must not be empty")
-
-    mini_batch = c.actor_rollout_ref.actor.ppo_mini_batch_size
-    check(
+        mini_batch <= 0 or c.data.train_batch_size % mini_batch == 0,
         "data.train_batch_size",
-        lambda v: mini_batch <= 0 or v % mini_batch == 0,
         f"must be divisible by {actor}.ppo_mini_batch_size={mini_batch} (both count prompts)",
     )
-    check(f"{actor}.fixed_num_optim_steps", lambda v: v is None or v >= 1, "must be null or >= 1")
-    check(f"{actor}.clip_ratio_low", lambda v: 0 < v < 1, "must be in (0, 1): the lower clip bound is 1 - it")
-    check(f"{actor}.clip_ratio_c", lambda v: v > 1, "must be > 1 (the dual-clip bound is above the clip)")
-    check(f"{actor}.optim.betas", lambda v: all(0 <= b < 1 for b in v), "each beta must be in [0, 1)")
-    for sampling in (rollout, f"{rollout}.val_kwargs"):
-        check(f"{sampling}.temperature", lambda v: v >= 0, "must be >= 0 (0 means greedy)")
-        check(f"{sampling}.top_p", lambda v: 0 < v <= 1, "must be in (0, 1]")
-        check(f"{sampling}.top_k", lambda v: v == -1 or v > 0, "must be -1 (off) or > 0")
-    check(f"{rollout}.val_kwargs.n", lambda v: v >= 1, "must be >= 1")
-
-    one_of("algorithm.adv_estimator", core_algos.ADV_ESTIMATORS)
-    check("algorithm.filter_groups.max_num_gen_batches", lambda v: v >= 1, "must be >= 1")
-    check(
-        "algorithm.filter_groups.enable",
-        lambda v: not (v and c.actor_rollout_ref.rollout.env_manager.enable),
-        f"is not supported with {rollout}.env_manager.enable=true (episodes come from the env managers' "
-        "own dataset, which the refill cannot draw from)",
-    )
-    one_of(f"{actor}.loss_agg_mode", core_algos.LOSS_AGG_MODES)
-    one_of(f"{actor}.kl_loss_type", core_algos.KL_PENALTY_TYPES)
-    # checked whatever the loop, like every other key; the rules tying it to other sections come below
-    params_problems = delethink_param_problems(**dataclasses.asdict(c.algorithm.delethink))
-    errors += [f"{delethink}.{problem}" for problem in params_problems]
-    one_of("environment", environment_names())
-    one_of("reward_model.reward_manager", list(REWARD_MANAGERS))
-    check(
-        "reward_model.scoring_processes",
-        lambda v: v is None or v >= 1,
-        "must be null (one per CPU plus 4, at most 32) or >= 1",
-    )
-    one_of(f"{rollout}.agent.default_agent_loop", list(AGENT_LOOPS))
-    one_of(f"{rollout}.name", ROLLOUT_NAMES)
-    one_of(f"{rollout}.mode", ROLLOUT_MODES)
-    one_of(f"{actor}.strategy", ACTOR_STRATEGIES)
-    one_of("trainer.name", TRAINER_NAMES)
-    one_of("trainer.resume_mode", RESUME_MODES)
-    one_of("trainer.device", DEVICES)
-    check("trainer.logger", lambda v: set(v) <= set(LOGGERS), f"every entry must be one of {list(LOGGERS)}")
-
     estimator = c.algorithm.adv_estimator
     check(
+        estimator not in ("grpo", "rloo") or arr.rollout.n >= 2,
         f"{rollout}.n",
-        lambda v: estimator not in ("grpo", "rloo") or v >= 2,
         f"must be >= 2 with algorithm.adv_estimator={estimator!r}: a group of one has zero advantage",
     )
-    resume_mode = c.trainer.resume_mode
     check(
-        "trainer.resume_from_path",
-        lambda v: resume_mode != "path" or bool(v),
-        "must be set when trainer.resume_mode='path'",
-    )
-    device = c.trainer.device
-    check(
+        arr.rollout.name != "sglang" or tr.device == "cuda",
         f"{rollout}.name",
-        lambda v: v != "sglang" or device == "cuda",
-        f"sglang runs on GPU only, but trainer.device={device!r}; use {rollout}.name=hf on CPU",
-    )
-
-    check(f"{rollout}.multi_turn.max_assistant_turns", lambda v: v >= 1, "must be >= 1")
-    world_size = c.trainer.nnodes * c.trainer.n_gpus_per_node
-    mini_rows = c.actor_rollout_ref.actor.ppo_mini_batch_size * c.actor_rollout_ref.rollout.n
-    even_split = c.trainer.name == "ppo" and not c.actor_rollout_ref.actor.use_dynamic_bsz  # else rows vary
-    check(
-        f"{actor}.ppo_mini_batch_size",
-        lambda v: not even_split or world_size <= 0 or mini_rows % world_size == 0,
-        f"times {rollout}.n = {mini_rows} rows per mini-batch must split evenly over "
-        f"trainer.nnodes x trainer.n_gpus_per_node = {world_size} ranks",
+        f"sglang runs on GPU only, but trainer.device={tr.device!r}; use {rollout}.name=hf on CPU",
     )
     for key in ("param_offload", "optimizer_offload"):
         check(
+            not getattr(arr.actor.fsdp_config, key) or tr.device == "cuda",
             f"{actor}.fsdp_config.{key}",
-            lambda v: not v or device == "cuda",
             "offloading moves GPU memory to the CPU; with trainer.device=cpu there is nothing to offload",
         )
-    if c.trainer.name == "ppo":
-        use_delethink_trainer = "trainer.name=ppo trains one row per trajectory; use trainer.name=delethink"
-        check(f"{rollout}.agent.default_agent_loop", lambda v: v != "delethink", use_delethink_trainer)
-        loop = c.actor_rollout_ref.rollout.agent.default_agent_loop
-        check(
-            f"{rollout}.multi_turn.max_assistant_turns",
-            lambda v: v <= 1 or (loop == "gym" and gym.train_on == "last"),
-            f"{use_delethink_trainer} (or the gym loop with gym.train_on=last: it trains the last turn only)",
-        )
-        check(
-            f"{rollout}.gym.train_on",
-            lambda v: loop != "gym" or v == "last",
-            "train_on=all trains every assistant turn as its own row; use trainer.name=delethink (one row "
-            "per turn, padded to the mini-batches, loss rescaled to a mean over trajectories)",
-        )
-
-    if c.is_delethink:
-        check(
-            "reward_model.reward_manager",
-            lambda v: v != "naive",
-            "scores only the last chunk of a Delethink trajectory; use reward_model.reward_manager=delethink "
-            "(all chunks joined, as environment=delethink sets)",
-        )
-        chunk = c.algorithm.delethink.chunk_size
-        check(
-            "data.max_response_length",
-            lambda v: v == chunk,
-            f"must equal {delethink}.chunk_size={chunk}: with the delethink loop C is set there alone "
-            "(environment=delethink links the two; leave data.max_response_length unset)",
-        )
-        check(
-            f"{rollout}.multi_turn.max_assistant_turns",
-            lambda v: v == 1,
-            f"is the gym loop's turn limit and the delethink loop does not read it; set I with "
-            f"{delethink}.max_chunks",
-        )
-        if not params_problems:
-            carry = c.delethink_params.carry
-            check(
-                "data.max_prompt_length",
-                lambda v: v > carry,
-                f"must be > {delethink}.keep_head + keep_tail = {carry}: a chunk's prompt is the "
-                f"question plus the carry-over, so the question needs room too",
-            )
-    return errors
+    # the delethink trainer's rows vary in number (and so do dynamic-batch rows): only ppo splits evenly
+    mini_rows, world_size = mini_batch * arr.rollout.n, tr.world_size
+    check(
+        tr.name != "ppo" or arr.actor.use_dynamic_bsz or world_size <= 0 or mini_rows % world_size == 0,
+        f"{actor}.ppo_mini_batch_size",
+        f"times {rollout}.n = {mini_rows} rows per mini-batch must split evenly over "
+        f"trainer.nnodes x trainer.n_gpus_per_node = {world_size} ranks",
+    )
+    if arr.rollout.agent.default_agent_loop in AGENT_LOOPS:
+        errors += c.agent_loop_class.config_problems(c)
+    return errors + rollout_source_class(c).config_problems(c)
 
 
 def config_warnings(c: PolicyIterationConfig) -> list[str]:
@@ -700,8 +804,11 @@ def config_warnings(c: PolicyIterationConfig) -> list[str]:
     warnings = []
     for key in ENVIRONMENT_KEYS:
         value, preset_value = _value(c, key), OmegaConf.select(preset, key)
-        if key == "actor_rollout_ref.rollout.agent.default_agent_loop" and value == "gym":
-            continue  # the gym loop runs on top of either environment (docs/ENVIRONMENTS.md): no mix
+        if (
+            key == "actor_rollout_ref.rollout.agent.default_agent_loop"
+            and c.agent_loop_class.fits_any_environment
+        ):
+            continue  # e.g. the gym loop runs on top of either environment (docs/ENVIRONMENTS.md): no mix
         if value != preset_value:
             warnings.append(
                 f"{key}={value!r} mixes thinking environments: environment={c.environment} sets "
@@ -723,11 +830,6 @@ def config_warnings(c: PolicyIterationConfig) -> list[str]:
 # Paths (relative to the working directory; Hydra does not chdir, see hydra.job.chdir)
 
 
-def _looks_like_hub_id(path: str) -> bool:
-    parts = path.split("/")
-    return len(parts) == 2 and all(parts) and not path.startswith((".", "/", "~")) and not Path(path).exists()
-
-
 def _path_errors(c: PolicyIterationConfig) -> list[str]:
     errors: list[str] = []
 
@@ -738,16 +840,14 @@ def _path_errors(c: PolicyIterationConfig) -> list[str]:
         errors.append(f"{key}={path!r}: {problem}{hint}")
 
     model_path = c.actor_rollout_ref.model.path
-    if not _looks_like_hub_id(model_path) and not (Path(model_path) / "config.json").is_file():
-        missing(
-            "actor_rollout_ref.model.path",
-            model_path,
-            "is neither a model directory with config.json nor a hub id like org/name",
-        )
+    model_problem = model_path_problem(model_path)
+    if model_problem:
+        missing("actor_rollout_ref.model.path", model_path, model_problem)
     for key in ("train_files", "val_files"):
         for i, path in enumerate(getattr(c.data, key)):
-            if not Path(path).exists():
-                missing(f"data.{key}[{i}]", path, "no such file")
+            if not Path(path).is_file():
+                problem = "a directory, not a data file" if Path(path).is_dir() else "no such file"
+                missing(f"data.{key}[{i}]", path, problem)
     for split in ("train", "val"):
         for name, task in getattr(c, f"{split}_tasks").items():
             if not Path(task.path).is_file():

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import sys
+from types import FrameType
 
 import ray
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
+from verl.data.rl_dataset import DataError, PromptItem
 from verl.data.tasks import load_split
-from verl.trainer.config_schema import PolicyIterationConfig
+from verl.trainer.config_schema import ConfigError, PolicyIterationConfig
 from verl.trainer.delethink_ppo.ray_trainer import RayDelethinkTrainer
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.trainer.resume import prepare_resume
+from verl.utils import checkpoint
 from verl.utils.checkpoint import ResumeError
+from verl.utils.cleanup import closed_after
 from verl.utils.reward_score import load_reward_function, math_verify
 from verl.utils.seeding import seed_everything
 from verl.workers.reward_manager import get_reward_manager
@@ -42,6 +47,91 @@ def unsupported_reason(config: PolicyIterationConfig) -> str | None:
     return None
 
 
+def _resume_point(run_dir: str) -> str:
+    """Where a rerun of this config continues: the newest complete checkpoint in `run_dir`."""
+    complete = [p for p in checkpoint.step_dirs(run_dir) if checkpoint.checkpoint_problem(p) is None]
+    if not complete:
+        return f"no checkpoint was written yet in {run_dir}"
+    return f"rerun the same command to resume from {complete[0]}"
+
+
+class SignalStop:
+    """Within `with SignalStop(run_dir):`, SIGTERM and Ctrl-C stop the run cleanly: it unwinds like an
+    error (what is open gets closed; checkpoints and metrics are committed atomically, so the last ones
+    stay intact), a line says where a rerun resumes, and the process exits with 128 + the signal number.
+    A second signal while stopping kills at once. The handlers in place before are restored on exit.
+
+    The handler raises KeyboardInterrupt: the only exception Ray's blocking calls pass through (as a
+    plain KeyboardInterrupt; any other comes out as a SystemError), so the signal is kept here."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, run_dir: str) -> None:
+        self.run_dir = run_dir
+        self.received: signal.Signals | None = None
+        self.previous = {sig: signal.getsignal(sig) for sig in self.SIGNALS}
+
+    def install(self) -> None:
+        for sig in self.SIGNALS:
+            signal.signal(sig, self._stop)
+
+    def _stop(self, signum: int, frame: FrameType | None) -> None:
+        self.received = signal.Signals(signum)
+        for sig in self.SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> SignalStop:
+        self.install()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            received = self.received or signal.SIGINT
+            print(f"stopped by {received.name}; {_resume_point(self.run_dir)}", file=sys.stderr)
+            raise SystemExit(128 + received) from None
+
+
+def load_tokenizer(path: str) -> PreTrainedTokenizerBase:
+    """The policy's tokenizer. The model files were checked with the config; what only loading shows (a
+    hub id that cannot be fetched, a corrupt file, a hub tokenizer without a chat template) exits naming
+    the key."""
+    key = f"actor_rollout_ref.model.path={path!r}"
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except Exception as e:  # a corrupt file raises anything from KeyError to the tokenizers' own errors
+        detail = (str(e).strip().splitlines() or [""])[0]
+        raise SystemExit(
+            f"model error: {key}: cannot load its tokenizer ({type(e).__name__}: {detail})"
+        ) from None
+    if not tokenizer.chat_template:
+        raise SystemExit(f"model error: {key}: its tokenizer has no chat template, and every prompt uses it")
+    return tokenizer
+
+
+def load_data(config: PolicyIterationConfig, tokenizer) -> tuple[list[PromptItem], list[PromptItem]]:
+    """(train, val) prompts; a bad file, row or data key exits with a line naming it, before Ray starts."""
+    limit = max_question_tokens(config)
+    try:
+        return load_split(config, "train", tokenizer, limit), load_split(config, "val", tokenizer, limit)
+    except ConfigError as e:
+        raise SystemExit(f"config error: {e}") from None
+    except DataError as e:
+        raise SystemExit(f"data error: {e}") from None
+
+
+def start_ray(config: PolicyIterationConfig) -> None:
+    if not ray.is_initialized():
+        if os.environ.get("RAY_ADDRESS"):
+            ray.init()  # join the running cluster; it owns the resources
+        else:
+            # one CPU slot per rank even on a small machine: ranks share the cores (their threads are split)
+            world_size = config.trainer.nnodes * config.trainer.n_gpus_per_node
+            ray.init(num_cpus=max(os.cpu_count() or 1, world_size), include_dashboard=False)
+
+
 def run(config: PolicyIterationConfig) -> dict[str, float]:
     reason = unsupported_reason(config)
     if reason:
@@ -52,29 +142,21 @@ def run(config: PolicyIterationConfig) -> dict[str, float]:
         raise SystemExit(f"resume error: {e}") from None
     for note in notes:
         print(f"resume: {note}", file=sys.stderr)
-    seed_everything(config.trainer.seed)
-    tokenizer = AutoTokenizer.from_pretrained(config.actor_rollout_ref.model.path)
-    limit = max_question_tokens(config)
-    train_items = load_split(config, "train", tokenizer, limit)
-    val_items = load_split(config, "val", tokenizer, limit)
-    compute_score = load_reward_function(
-        config.custom_reward_function.path, config.custom_reward_function.name
-    )
-    reward_manager = get_reward_manager(config.reward_model.reward_manager)(tokenizer, compute_score)
-    math_verify.set_pool_size(config.reward_model.scoring_processes)  # the reward manager scores here
-
-    if not ray.is_initialized():
-        if os.environ.get("RAY_ADDRESS"):
-            ray.init()  # join the running cluster; it owns the resources
-        else:
-            # one CPU slot per rank even on a small machine: ranks share the cores (their threads are split)
-            world_size = config.trainer.nnodes * config.trainer.n_gpus_per_node
-            ray.init(num_cpus=max(os.cpu_count() or 1, world_size), include_dashboard=False)
-    workers = ActorRolloutWorkerGroup(config)
-    try:
-        trainer = TRAINERS[config.trainer.name](
-            config, tokenizer, train_items, val_items, reward_manager, workers
+    with SignalStop(config.trainer.default_local_dir) as stop:
+        seed_everything(config.trainer.seed)
+        tokenizer = load_tokenizer(config.actor_rollout_ref.model.path)
+        train_items, val_items = load_data(config, tokenizer)
+        compute_score = load_reward_function(
+            config.custom_reward_function.path, config.custom_reward_function.name
         )
-        return trainer.fit(resume_from)
-    finally:
-        workers.shutdown()
+        reward_manager = get_reward_manager(config.reward_model.reward_manager)(tokenizer, compute_score)
+        math_verify.set_pool_size(config.reward_model.scoring_processes)  # the reward manager scores here
+
+        start_ray(config)
+        stop.install()  # Ray's core worker put in a SIGTERM handler that prints a crash dump and aborts
+        workers = ActorRolloutWorkerGroup(config)
+        with closed_after(workers.shutdown):  # a dead worker is reported, not the shutdown that then fails
+            trainer = TRAINERS[config.trainer.name](
+                config, tokenizer, train_items, val_items, reward_manager, workers
+            )
+            return trainer.fit(resume_from)

@@ -12,7 +12,8 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from verl.eval.config import load_eval_config
+from verl.eval.config import EvalConfig, load_eval_config
+from verl.trainer.cli_keys import exit_on_unknown_keys
 from verl.trainer.config_schema import ConfigError
 
 
@@ -29,4 +30,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    exit_on_unknown_keys(EvalConfig)
     main()

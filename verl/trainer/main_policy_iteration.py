@@ -15,7 +15,8 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from verl.trainer.config_schema import ConfigError, config_warnings, load_config
+from verl.trainer.cli_keys import exit_on_unknown_keys
+from verl.trainer.config_schema import ConfigError, PolicyIterationConfig, config_warnings, load_config
 from verl.utils.config_resolvers import register_resolvers
 
 register_resolvers()  # before Hydra composes: the YAML uses ${eval:...}
@@ -51,6 +52,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    exit_on_unknown_keys(PolicyIterationConfig)
     if os.environ.get("DRY_RUN") == "1":
         # a dry run writes nothing: no run directory, no Hydra log file
         sys.argv += ["hydra.output_subdir=null", "hydra.run.dir=.", "hydra/job_logging=stdout"]

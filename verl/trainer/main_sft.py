@@ -45,6 +45,8 @@ from verl.data.synthetic import (
     problem_sizes,
     solve,
 )
+from verl.models.model_dir import model_dir_problems
+from verl.trainer.cli_keys import exit_on_unknown_keys
 from verl.trainer.config_schema import ConfigError
 from verl.utils.fs import atomic_dir
 
@@ -175,6 +177,15 @@ class SFTConfig:
     eval: EvalConfig
 
 
+def _model_problem(model_dir: Path) -> str | None:
+    """Why the model to train cannot be loaded, or None (a local directory: SFT starts from an init)."""
+    if not (model_dir / "config.json").is_file():
+        make = f"python -m verl.models.tiny --out {model_dir}"
+        return f"no model there (no config.json); create it with `{make}`"
+    problems = model_dir_problems(model_dir)
+    return f"not a complete model directory: {'; '.join(problems)}" if problems else None
+
+
 def load_sft_config(cfg: DictConfig) -> SFTConfig:
     """Type-check `cfg` against SFTConfig and check the rules; a ConfigError names the key and value."""
     try:
@@ -189,6 +200,7 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
     except ValueError as e:
         raise ConfigError(f"task.labels={config.task.labels!r}: {e}") from None
     output_dir = Path(config.output_dir)
+    model_problem = _model_problem(Path(config.model.path))
     rules = [
         (t.steps >= 1, f"train.steps={t.steps}: must be >= 1"),
         (t.batch_size >= 1, f"train.batch_size={t.batch_size}: must be >= 1"),
@@ -233,11 +245,7 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
         (config.eval.num_problems >= 0, f"eval.num_problems={config.eval.num_problems}: must be >= 0"),
         (config.eval.max_new_tokens >= 1, f"eval.max_new_tokens={config.eval.max_new_tokens}: must be >= 1"),
         (config.num_threads >= 1, f"num_threads={config.num_threads}: must be >= 1"),
-        (
-            (Path(config.model.path) / "config.json").is_file(),
-            f"model.path={config.model.path}: no model there (no config.json); create it with "
-            f"`python -m verl.models.tiny --out {config.model.path}`",
-        ),
+        (not model_problem, f"model.path={config.model.path}: {model_problem}"),
         (
             config.force or not output_dir.is_dir() or not any(output_dir.iterdir()),
             f"output_dir={config.output_dir}: exists and is not empty; set force=true to overwrite it",
@@ -549,4 +557,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    exit_on_unknown_keys(SFTConfig)
     main()

@@ -109,10 +109,9 @@ def settings_from_config(config: PolicyIterationConfig) -> MemorySettings:
     if actor.use_kl_loss:
         ref = largest(arr.ref.log_prob_max_token_len_per_gpu, arr.ref.log_prob_micro_batch_size_per_gpu)
         log_prob = max(log_prob, ref, key=lambda mb: mb.tokens)
-    world_size = tr.nnodes * tr.n_gpus_per_node
-    engines = max(1, world_size // rollout.tensor_model_parallel_size)
+    engines = max(1, tr.world_size // rollout.tensor_model_parallel_size)
     return MemorySettings(
-        world_size=world_size,
+        world_size=tr.world_size,
         param_bytes=DTYPE_BYTES[actor.fsdp_config.param_dtype],
         param_offload=actor.fsdp_config.param_offload,
         optimizer_offload=actor.fsdp_config.optimizer_offload,
@@ -127,9 +126,7 @@ def settings_from_config(config: PolicyIterationConfig) -> MemorySettings:
         tensor_parallel_size=rollout.tensor_model_parallel_size,
         gpu_memory_gib=tr.gpu_memory_gib,
         # every trajectory of a training batch at once, one chunk at a time in Delethink
-        concurrent_sequences=min(
-            rollout.max_num_seqs, math.ceil(data.train_batch_size * rollout.n / engines)
-        ),
+        concurrent_sequences=min(rollout.max_num_seqs, math.ceil(config.trajectories_per_step / engines)),
         sequence_tokens=prompt + response,
     )
 

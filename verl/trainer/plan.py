@@ -11,51 +11,18 @@ from verl.trainer.config_schema import PolicyIterationConfig
 def describe_plan(config: PolicyIterationConfig) -> str:
     data, arr, tr = config.data, config.actor_rollout_ref, config.trainer
     rollout, actor = arr.rollout, arr.actor
-    trajectories = data.train_batch_size * rollout.n
-    mini_batches = actor.fixed_num_optim_steps or data.train_batch_size // actor.ppo_mini_batch_size
-    workers = tr.nnodes * tr.n_gpus_per_node
+    trajectories = config.trajectories_per_step
     rows = [
         ("experiment", f"{tr.project_name}/{tr.experiment_name} (group {tr.group}), trainer {tr.name}"),
         ("model", arr.model.path),
-        ("hardware", f"{tr.nnodes} node(s) x {tr.n_gpus_per_node} {tr.device} = {workers} worker(s)"),
+        ("hardware", f"{tr.nnodes} node(s) x {tr.n_gpus_per_node} {tr.device} = {tr.world_size} worker(s)"),
         ("rollout engine", rollout.name),
         ("steps", f"{tr.total_training_steps}, validate every {tr.test_freq}, save every {tr.save_freq}"),
         ("batch", f"{data.train_batch_size} prompts x {rollout.n} samples = {trajectories} trajectories"),
-        ("optimizer", f"{mini_batches} step(s) per batch, {actor.ppo_micro_batch_size_per_gpu} rows per "
-                      f"micro-batch, lr {actor.optim.lr:g}, loss {actor.loss_agg_mode}"),
+        ("optimizer", f"{config.num_mini_batches} step(s) per batch, {actor.ppo_micro_batch_size_per_gpu} "
+                      f"rows per micro-batch, lr {actor.optim.lr:g}, loss {actor.loss_agg_mode}"),
     ]  # fmt: skip
-    if config.is_delethink:
-        p = config.delethink_params
-        rows += [
-            ("environment", "Delethink (Markovian thinking)"),
-            ("chunk budget", f"first C = {p.chunk_size}, later {p.intermediate_budget}, "
-                             f"up to I = {p.max_chunks} chunks"),
-            ("carry-over", f"m = keep_head {p.keep_head} + keep_tail {p.keep_tail} = {p.carry} "
-                           f"({p.trimmer} trimmer)"),
-            ("context", f"<= {data.max_prompt_length} prompt + {p.chunk_size} new per chunk"),
-            ("rows per step", f"{trajectories} to {trajectories * p.max_chunks} (one per chunk)"),
-        ]  # fmt: skip
-    elif rollout.agent.default_agent_loop == "gym":
-        gym = rollout.gym
-        env = (gym.env_config or {}).get("name", "from each row's env_config")
-        ctx = (gym.ctx_config or {}).get("name", "none (or each row's ctx_config)")
-        rows += [
-            ("environment", f"gym: env {env}, context manager {ctx}"),
-            (
-                "turns",
-                f"up to {rollout.multi_turn.max_assistant_turns} model turns, training on {gym.train_on}",
-            ),
-            (
-                "context",
-                f"<= {data.max_prompt_length} prompt + {data.max_response_length} new tokens per turn",
-            ),
-        ]
-    else:
-        rows += [
-            ("environment", "LongCoT (one response)"),
-            ("context", f"<= {data.max_prompt_length} prompt + {data.max_response_length} new tokens"),
-            ("rows per step", str(trajectories)),
-        ]
+    rows += config.agent_loop_class.plan_rows(config)  # the environment, its budgets and rows
     rows += [
         ("thinking budget", f"{config.thinking_budget} tokens per trajectory"),
         ("tokens per step", f"at most {trajectories * config.thinking_budget:,} sampled thinking tokens"),

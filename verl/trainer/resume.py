@@ -13,7 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from verl.trainer.config_schema import PolicyIterationConfig
+from omegaconf import OmegaConf
+
+from verl.trainer.config_schema import CONFIG_DIR, PolicyIterationConfig
 from verl.utils import checkpoint
 
 CONFIG_FILE = "run_config.json"  # not config.json: that name marks an HF model directory
@@ -63,13 +65,18 @@ def _may_change(key: str) -> bool:
     )
 
 
-def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> tuple[list[str], list[str]]:
+def config_differences(
+    saved: dict[str, Any], current: dict[str, Any], defaults: dict[str, Any] | None = None
+) -> tuple[list[str], list[str]]:
     """(refused, applied): `key: saved -> current` lines for keys that differ, split by MAY_CHANGE.
-    A key present on one side only counts as a difference (None on the other)."""
-    old, new = _flatten(saved), _flatten(current)
+    A key present on one side only counts as a difference (None on the other), except a key the
+    checkpoint predates: absent from `saved` and at its value in `defaults`, it changes nothing."""
+    old, new, base = _flatten(saved), _flatten(current), _flatten(defaults or {})
     refused, applied = [], []
     for key in sorted(old.keys() | new.keys()):
         before, after = old.get(key), new.get(key)
+        if key not in old and key in base and after == base[key]:
+            continue
         if before != after:
             (applied if _may_change(key) else refused).append(f"{key}: {before!r} -> {after!r}")
     return refused, applied
@@ -90,7 +97,8 @@ def prepare_resume(config: PolicyIterationConfig) -> tuple[Path | None, list[str
         return path, notes
     saved = json.loads((path / CONFIG_FILE).read_text())
     current = json.loads(json.dumps(config.to_dict(), default=str))
-    refused, applied = config_differences(saved, current)
+    defaults = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / "policy_iteration.yaml"))
+    refused, applied = config_differences(saved, current, defaults)
     if refused:
         raise checkpoint.ResumeError(
             f"cannot resume {path}: these keys define the run and differ from its saved config:\n  "

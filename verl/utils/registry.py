@@ -1,4 +1,5 @@
-"""Name -> class (or function) registries that user code extends with a decorator."""
+"""Name -> class (or function) registries. The built-ins are a dict literal beside their code (e.g.
+`verl.agent_loop.AGENT_LOOPS`); plugins (`external_plugins`) add theirs with a decorator made here."""
 
 from __future__ import annotations
 

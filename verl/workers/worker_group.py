@@ -63,7 +63,7 @@ def update_shard_indices(num_rows: int, num_mini_batches: int, world_size: int) 
 class ActorRolloutWorkerGroup:
     def __init__(self, config: PolicyIterationConfig) -> None:
         trainer = config.trainer
-        self.world_size = trainer.nnodes * trainer.n_gpus_per_node
+        self.world_size = trainer.world_size
         self.dynamic_bsz = config.actor_rollout_ref.actor.use_dynamic_bsz
         on_gpu = trainer.device == "cuda"
         # each CPU rank gets an equal share of this machine's cores; a GPU rank needs little CPU

@@ -2,8 +2,8 @@
 
 Differences from LongCoT, all in how the training batch is built: each chunk becomes its own row
 (its exact prompt = question + carry-over, and its exact sampled tokens) with the trajectory's
-advantage and the trajectory's whole trace length. Padding to a multiple of the mini-batches and the
-flat-batch correction ratio are the base trainer's (verl/trainer/ppo/batch.py).
+advantage and the trajectory's whole trace length. Padding to a multiple of mini-batches x ranks
+and the flat-batch correction ratio are the base trainer's (verl/trainer/ppo/batch.py).
 """
 
 from __future__ import annotations

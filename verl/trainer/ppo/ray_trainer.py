@@ -22,9 +22,8 @@ import torch
 from tqdm import tqdm
 
 from verl.agent_loop.base import Trajectory
-from verl.data.rl_dataset import DataOrder, PromptItem
-from verl.env_manager.rollout import EnvManagerRollout
-from verl.envs.report import CompletionsLog, completion_record, env_metrics
+from verl.data.rl_dataset import PromptItem
+from verl.envs.report import CompletionsLog, completion_records, env_metrics
 from verl.trainer.config_schema import PolicyIterationConfig
 from verl.trainer.ppo import core_algos, dynamic_sampling
 from verl.trainer.ppo.batch import (
@@ -36,16 +35,14 @@ from verl.trainer.ppo.batch import (
 )
 from verl.trainer.ppo.metric_utils import problem_metrics
 from verl.trainer.ppo.rollout_records import carry_sizes, chunk_records, trajectory_record
+from verl.trainer.ppo.rollout_source import make_rollout_source
 from verl.trainer.resume import save_config
 from verl.utils import checkpoint
+from verl.utils.cleanup import closed_after
 from verl.utils.fs import atomic_write_jsonl, atomic_write_text
 from verl.utils.reward_score.boxed import extract_final_answer
-from verl.utils.seeding import derive_seed
 from verl.utils.tracking import Tracking
-from verl.workers.rollout.base import SamplingParams
 from verl.workers.worker_group import ActorRolloutWorkerGroup
-
-VALIDATION_SEED_STREAM = 7919  # validation samples draw from their own seed stream, fixed across steps
 
 
 def _stats(prefix: str, values: Sequence[float]) -> dict[str, float]:
@@ -88,22 +85,14 @@ class RayPPOTrainer:
     ) -> None:
         self.config = config
         self.tokenizer = tokenizer
-        self.train_items = train_items
-        self.val_items = val_items
-        self.reward_manager = reward_manager
+        # the agent loop decides what scores its trajectories (the gym loop adds its envs' rewards)
+        self.reward_manager = config.agent_loop_class.scorer(reward_manager)
         self.workers = workers
-        data = config.data
-        self.data_order = DataOrder(len(train_items), data.train_batch_size, data.seed, data.shuffle)
+        self.rollout = make_rollout_source(config, workers, train_items, val_items)
         self.run_dir = Path(config.trainer.default_local_dir)
         self.cumulative: dict[str, float] = defaultdict(float)
-        self.completions: CompletionsLog | None = None  # gym runs: completions.jsonl, opened by fit()
+        self.completions: CompletionsLog | None = None  # env episodes' completions.jsonl, opened by fit()
         self.val_generations: list[dict[str, Any]] = []  # the latest validation's, for the tracker
-        self.env_rollout: EnvManagerRollout | None = None
-        env_manager = config.actor_rollout_ref.rollout.env_manager
-        if env_manager.enable:  # episodes run in rollout-worker actors that call the ranks' engines
-            self.env_rollout = EnvManagerRollout(
-                config, workers.engine_handles(), train_items, val_items, env_manager
-            )
 
     # -- the loop ---------------------------------------------------------------------------------
     def fit(self, resume_from: Path | None = None) -> dict[str, float]:
@@ -114,10 +103,10 @@ class RayPPOTrainer:
             cfg.logger, self.run_dir, cfg.project_name, cfg.experiment_name, cfg.group,
             self.config.to_dict(), resume_step=start_step if resume_from else None,
         )  # fmt: skip
-        if self.config.actor_rollout_ref.rollout.agent.default_agent_loop == "gym":
-            self.completions = CompletionsLog(self.run_dir, start_step if resume_from else None)
+        self.completions = CompletionsLog(self.run_dir, start_step if resume_from else None)
         last: dict[str, float] = {}
-        try:
+        # after an error it stays the one reported, whatever the closers do
+        with closed_after(tracker.finish, self.rollout.shutdown):
             if cfg.val_before_train and start_step == 0:
                 last = self.validate(step=0)
                 tracker.log(last, step=0)
@@ -141,10 +130,6 @@ class RayPPOTrainer:
                 last = metrics
                 bar.update(1)
             bar.close()
-        finally:
-            tracker.finish()
-            if self.env_rollout is not None:
-                self.env_rollout.shutdown()
         return last
 
     def train_step(self, step: int) -> dict[str, float]:
@@ -169,11 +154,9 @@ class RayPPOTrainer:
 
         if cfg.trainer.log_rollouts:
             self.dump_rollouts(step, items, trajectories, results, advantages.tolist())
-        if self.completions is not None:
-            self.completions.append([
-                completion_record(step, j, items[j], trajectories[j], results[j].score, adv)
-                for j, adv in enumerate(advantages.tolist())
-            ])  # fmt: skip
+        self.completions.append(
+            completion_records(step, items, trajectories, [r.score for r in results], advantages.tolist())
+        )
         timing["timing/step_s"] = time.perf_counter() - t_start
 
         traj_metrics = trajectory_metrics("train", trajectories)
@@ -205,7 +188,7 @@ class RayPPOTrainer:
             batch["old_log_probs"], batch["rollout_log_probs"], batch["response_mask"]
         )
         t = time.perf_counter()
-        actor_metrics = self.workers.update_actor(batch, self.num_mini_batches(), correction_ratio)
+        actor_metrics = self.workers.update_actor(batch, self.config.num_mini_batches, correction_ratio)
         timing["timing/update_s"] = time.perf_counter() - t
         return {
             "train/batch_rows": float(batch["responses"].shape[0]),
@@ -223,7 +206,7 @@ class RayPPOTrainer:
         kept or max_num_gen_batches batches were generated; the step then trains on what it kept."""
         cfg = self.config
         n = cfg.actor_rollout_ref.rollout.n
-        wanted = cfg.data.train_batch_size * n
+        wanted = cfg.trajectories_per_step
         filter_groups = cfg.algorithm.filter_groups
         timing["timing/gen_s"] = timing["timing/reward_s"] = 0.0
         items, trajectories, results = [], [], []
@@ -268,30 +251,9 @@ class RayPPOTrainer:
         return items[:wanted], trajectories[:wanted], results[:wanted], metrics
 
     def generate_train_batch(self, step: int, attempt: int = 0) -> tuple[list[PromptItem], list[Trajectory]]:
-        """train_batch_size prompts x rollout.n trajectories, each GRPO group adjacent.
-
-        Attempt 0 takes the step's prompts from the data order. A dynamic-sampling refill (attempt >= 1)
-        draws prompts from a shuffled order of its own and samples from a seed stream of its own, so
-        both stay pure functions of (seed, step, attempt) and a resumed run generates what it would have.
-        """
-        if self.env_rollout is not None:
-            items, trajectories, _ = self.env_rollout.collect(step)
-            return items, trajectories
-        cfg = self.config
-        rollout = cfg.actor_rollout_ref.rollout
-        order, stream = self.data_order, (cfg.trainer.seed, step)
-        if attempt:
-            order = DataOrder(len(self.train_items), cfg.data.train_batch_size,
-                              derive_seed(cfg.data.seed, attempt), shuffle=True)  # fmt: skip
-            stream = (cfg.trainer.seed, step, attempt)
-        items = [self.train_items[i] for i in order.batch_indices(step - 1)]
-        items = [item for item in items for _ in range(rollout.n)]
-        sampling = [
-            SamplingParams(cfg.data.max_response_length, rollout.temperature, rollout.top_p, rollout.top_k,
-                           seed=derive_seed(*stream, j))
-            for j in range(len(items))
-        ]  # fmt: skip
-        return items, self.workers.generate(items, sampling)
+        """train_batch_size prompts x rollout.n trajectories, each GRPO group adjacent; `attempt` >= 1 is a
+        dynamic-sampling refill (verl/trainer/ppo/rollout_source.py)."""
+        return self.rollout.train_batch(step, attempt)
 
     # -- pieces a subclass may change ---------------------------------------------------------
     def build_training_batch(
@@ -300,8 +262,7 @@ class RayPPOTrainer:
         """Training rows, padded with untrainable rows to a multiple of mini-batches x ranks. Returns
         (batch, loss correction ratio rows / trajectories, extra metrics)."""
         rows = self.training_rows(trajectories, advantages)
-        world_size = self.config.trainer.nnodes * self.config.trainer.n_gpus_per_node
-        padded = pad_rows_to_multiple(rows, self.num_mini_batches() * world_size)
+        padded = pad_rows_to_multiple(rows, self.config.num_mini_batches * self.config.trainer.world_size)
         ratio = flat_batch_correction_ratio(len(padded), len(trajectories))
         metrics = self.batch_metrics(trajectories, len(rows), len(padded), ratio)
         return collate_rows(padded, self.tokenizer.pad_token_id), ratio, metrics
@@ -323,10 +284,6 @@ class RayPPOTrainer:
     ) -> dict[str, float]:
         return {"train/padding_rows": float(num_padded - num_rows)} if num_padded > num_rows else {}
 
-    def num_mini_batches(self) -> int:
-        actor = self.config.actor_rollout_ref.actor
-        return actor.fixed_num_optim_steps or self.config.data.train_batch_size // actor.ppo_mini_batch_size
-
     # -- reward, validation -------------------------------------------------------------------
     def score(self, items: list[PromptItem], trajectories: list[Trajectory]):
         return self.reward_manager(
@@ -337,26 +294,7 @@ class RayPPOTrainer:
     def generate_validation(self) -> tuple[list[PromptItem], list[Trajectory]]:
         """Every validation prompt once with its samples (val_n or val_kwargs.n) adjacent; the seeds are
         the same at every validation, so validations differ only by the policy."""
-        if self.env_rollout is not None:
-            items, trajectories, _ = self.env_rollout.validate()
-            return items, trajectories
-        cfg = self.config
-        val = cfg.actor_rollout_ref.rollout.val_kwargs
-        temperature = val.temperature if val.do_sample else 0.0
-        batch_size = cfg.data.val_batch_size if cfg.data.val_batch_size > 0 else len(self.val_items)
-        items_all, trajectories = [], []
-        for start in range(0, len(self.val_items), batch_size):
-            items = [
-                it for it in self.val_items[start : start + batch_size] for _ in range(it.val_n or val.n)
-            ]
-            sampling = [
-                SamplingParams(cfg.data.max_response_length, temperature, val.top_p, val.top_k,
-                               seed=derive_seed(cfg.trainer.seed, VALIDATION_SEED_STREAM, len(items_all) + j))
-                for j in range(len(items))
-            ]  # fmt: skip
-            trajectories += self.workers.generate(items, sampling)
-            items_all += items
-        return items_all, trajectories
+        return self.rollout.validation()
 
     def validate(self, step: int) -> dict[str, float]:
         val_n = self.config.actor_rollout_ref.rollout.val_kwargs.n

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,21 @@ class NaiveRewardManager:
         ground_truths: list[str],
         extra_infos: list[dict] | None = None,
     ) -> list[RewardResult]:
+        infos = self.checked_infos(trajectories, data_sources, ground_truths, extra_infos)
+        solution_strs = self.decode(trajectories)
+        scores = self.function_scores(
+            range(len(trajectories)), data_sources, solution_strs, ground_truths, infos
+        )
+        return [RewardResult(score, text) for score, text in zip(scores, solution_strs, strict=True)]
+
+    def checked_infos(
+        self,
+        trajectories: list[Trajectory],
+        data_sources: list[str],
+        ground_truths: list[str],
+        extra_infos: list[dict] | None,
+    ) -> list[dict | None]:
+        """The extra infos (None each if not given), once every list has one entry per trajectory."""
         n = len(trajectories)
         if (
             len(data_sources) != n
@@ -43,33 +58,38 @@ class NaiveRewardManager:
                 f"{n} trajectories but {len(data_sources)} data sources, {len(ground_truths)} ground truths"
                 + ("" if extra_infos is None else f" and {len(extra_infos)} extra infos")
             )
-        solution_strs = self.tokenizer.batch_decode(
+        return list(extra_infos) if extra_infos is not None else [None] * n
+
+    def decode(self, trajectories: list[Trajectory]) -> list[str]:
+        """The text each trajectory is scored on."""
+        return self.tokenizer.batch_decode(
             [self.scored_ids(t) for t in trajectories], skip_special_tokens=True
         )
-        infos = extra_infos if extra_infos is not None else [None] * n
-        # A gym episode (info["env_reward"]) is scored by its env: the sum of its step rewards. A custom
-        # reward function adds its score when the row has a ground truth; the default dispatch does not
-        # (the built-in envs already judge the answer with it).
-        custom = self.compute_score is not default_compute_score
-        judged = [
-            i
-            for i, t in enumerate(trajectories)
-            if "env_reward" not in t.info or (custom and str(ground_truths[i]).strip())
-        ]
-        if self.compute_score is default_compute_score:
-            function_scores = default_compute_scores(
-                [data_sources[i] for i in judged], [solution_strs[i] for i in judged],
-                [ground_truths[i] for i in judged], [infos[i] for i in judged],
+
+    @property
+    def custom(self) -> bool:
+        """Whether the reward function is the user's (custom_reward_function), not the built-in dispatch."""
+        return self.compute_score is not default_compute_score
+
+    def function_scores(
+        self,
+        indices: Iterable[int],
+        data_sources: list[str],
+        solution_strs: list[str],
+        ground_truths: list[str],
+        infos: list[dict | None],
+    ) -> list[float]:
+        """The reward function's score of each item in `indices` (positions in the other lists)."""
+        indices = list(indices)
+        if not self.custom:
+            return default_compute_scores(
+                [data_sources[i] for i in indices], [solution_strs[i] for i in indices],
+                [ground_truths[i] for i in indices], [infos[i] for i in indices],
             )  # fmt: skip
-        else:
-            function_scores = [
-                self._checked_score(i, data_sources[i], solution_strs[i], ground_truths[i], infos[i])
-                for i in judged
-            ]
-        scores = [float(t.info.get("env_reward", 0.0)) for t in trajectories]
-        for i, score in zip(judged, function_scores, strict=True):
-            scores[i] += score
-        return [RewardResult(score, text) for score, text in zip(scores, solution_strs, strict=True)]
+        return [
+            self._checked_score(i, data_sources[i], solution_strs[i], ground_truths[i], infos[i])
+            for i in indices
+        ]
 
     def _checked_score(
         self, i: int, data_source: str, solution_str: str, ground_truth: str, info: Any
