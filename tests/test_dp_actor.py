@@ -2,10 +2,12 @@
 gradient, in every loss mode; log-probs come back in row order whatever the grouping."""
 
 import copy
+from types import SimpleNamespace
 
 import pytest
 import torch
 
+from tests.test_core_algos import reference_log_probs_and_entropy
 from verl.agent_loop.base import Trajectory, Turn
 from verl.models.tiny import build_model, build_tokenizer
 from verl.trainer.config_schema import ActorConfig
@@ -151,3 +153,48 @@ def test_mini_batch_index_groups_rows(model):
     for name, p in m.named_parameters():
         torch.testing.assert_close(p.detach(), blocks[1][name], atol=1e-6, rtol=1e-4)
     assert metrics["actor/pg_loss"] == pytest.approx(blocks[2]["actor/pg_loss"], rel=1e-5)
+
+
+class FullLogitsInFloat32(torch.nn.Module):
+    """The model as the actor used it before: the LM head over every position, the response positions
+    picked afterwards and copied to float32."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, logits_to_keep: torch.Tensor, **inputs) -> SimpleNamespace:
+        return SimpleNamespace(logits=self.model(**inputs).logits[:, logits_to_keep].float())
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("use_remove_padding", [False, True])
+def test_log_probs_entropy_and_parameter_gradients_equal_the_float32_path(
+    model, temperature, use_remove_padding
+):
+    """The actor's logits (the LM head on the response positions only, in the model's dtype) through
+    the chunked log-prob/entropy function give the log-probs, entropies and parameter gradients of
+    the float32 path it replaced."""
+    m = copy.deepcopy(model)
+    actor = DataParallelPPOActor(
+        m, None, actor_config(), temperature, norm_length=8, use_remove_padding=use_remove_padding
+    )
+    batch = make_batch(actor)
+    real = batch["response_mask"].bool()
+    g = torch.Generator().manual_seed(2)
+    weights = (
+        torch.randn(2, *real.shape, generator=g) * real
+    )  # packed rows hold unrelated logits past the end
+
+    def results(logits_fn):
+        log_probs, entropy = logits_fn(batch)
+        loss = (weights[0] * log_probs + weights[1] * entropy).sum()
+        return log_probs[real], entropy[real], torch.autograd.grad(loss, list(m.parameters()))
+
+    new = results(lambda b: core_algos.log_probs_and_entropy(actor._logits(b), b["responses"], temperature))
+    actor.model = FullLogitsInFloat32(m)
+    old = results(lambda b: reference_log_probs_and_entropy(actor._logits(b), b["responses"], temperature))
+    torch.testing.assert_close(new[0], old[0], atol=1e-6, rtol=0)
+    torch.testing.assert_close(new[1], old[1], atol=1e-5, rtol=0)
+    for grad, old_grad in zip(new[2], old[2], strict=True):
+        torch.testing.assert_close(grad, old_grad, atol=1e-5, rtol=0)

@@ -119,18 +119,19 @@ def test_row_env_wins_over_the_global_one_and_a_failing_env_is_recorded(tiny, ti
 
 def test_observation_tokens_get_no_gradient(tiny, tiny_assets):
     """Backpropagate the masked response log-likelihood of a gym batch (as the actor computes it) and
-    read the gradient at the logits of every position: positions predicting observation tokens get none."""
+    read the gradient at the final hidden state of every position (the LM head runs on the response
+    positions only): positions predicting observation tokens get none."""
     tokenizer, _ = tiny
     traj = math_episode(tiny, "all")
     batch = collate_rows(trajectory_rows([traj], [1.0]), tokenizer.pad_token_id)
     model = load_causal_lm(str(tiny_assets / "model"))
     captured = []
 
-    def keep_logits(module, inputs, output):
+    def keep_hidden(module, inputs, output):
         output.retain_grad()
         captured.append(output)
 
-    handle = model.lm_head.register_forward_hook(keep_logits)
+    handle = model.model.norm.register_forward_hook(keep_hidden)
     log_probs = core_algos.log_probs_from_logits(response_logits(model, batch), batch["responses"])
     (-(log_probs * batch["response_mask"]).sum()).backward()
     handle.remove()

@@ -3,10 +3,13 @@ memory settings read back. Formulas: verl/trainer/memory_estimate.py (module doc
 
 import dataclasses
 import json
+import runpy
+from pathlib import Path
 
 import pytest
 
 from verl.tools.cost_model import PRESETS
+from verl.trainer import memory_estimate
 from verl.trainer.config_schema import compose_config, load_config
 from verl.trainer.memory_check import describe_memory, lookup_model_shape, shape_from_hf_config
 from verl.trainer.memory_estimate import (
@@ -16,7 +19,10 @@ from verl.trainer.memory_estimate import (
     MicroBatch,
     estimate_memory,
     largest_micro_batch,
+    log_prob_logits_bytes,
+    update_logits_bytes,
 )
+from verl.trainer.ppo import core_algos
 
 OVERHEAD = RUNTIME_OVERHEAD_GIB * GIB
 # A made-up model small enough to count by hand: 2 blocks, h = 8 (2 heads of 4), 1 KV head (kv = 4),
@@ -39,10 +45,10 @@ SETTINGS = MemorySettings(
     param_offload=False,
     optimizer_offload=False,
     gradient_checkpointing=True,
-    use_remove_padding=True,
     use_kl_loss=False,
-    update=MicroBatch(tokens=10, positions=6, longest_response=4),
-    log_prob=MicroBatch(tokens=12, positions=6, longest_response=6),
+    entropy_bonus=False,
+    update=MicroBatch(tokens=10, positions=6),
+    log_prob=MicroBatch(tokens=12, positions=6),
     engine="sglang",
     gpu_memory_utilization=0.5,
     free_cache_engine=True,
@@ -76,49 +82,56 @@ def test_each_term_against_a_hand_computation():
         "Adam moments": 2 * shard,
         "runtime overhead": OVERHEAD,
     }
-    # old log-probs: + forward weights, one block's activations for 12 tokens, and the logits:
-    # max(2*12 + 2*6 + 4*6, 4*6 + 2*4*6) = max(60, 72) = 72 per vocabulary entry, x 32
+    # old log-probs: + forward weights, one block's activations for 12 tokens, and the logits: the
+    # bf16 logits of 6 positions and one float32 chunk (all 6 positions: V = 32 allows 2M per chunk),
+    # 2*6 + 4*6 = 36 per vocabulary entry, x 32
     assert est.phases["old log-probs"] == {
         "engine": 8192,
         "gradients shard": shard,
         "Adam moments": 2 * shard,
         "gathered weights": gathered,
         "activations": 12 * 304,
-        "logits": 72 * 32,
+        "logits": 36 * 32,
         "runtime overhead": OVERHEAD,
     }
     # update: engine released; + the gathered blocks' gradients 2 * (512 + 576) = 2176;
     # checkpointed activations 10 tokens * 2 blocks * 8 * 2 bytes + 10 * 304 = 320 + 3040;
-    # logits 6 copies * 4 bytes * 6 positions * 32 = 4608
+    # logits: the saved logits and their gradient, 2 * 2 bytes * 6 positions, and the chunk 4 * 6:
+    # 48 * 32 = 1536
     assert est.phases["update"] == {
         "weights shard": shard,
         "gradients shard": shard,
         "Adam moments": 2 * shard,
         "gathered weights": gathered + 2176,
         "activations": 3360,
-        "logits": 4608,
+        "logits": 1536,
         "runtime overhead": OVERHEAD,
     }
-    assert est.total("update") == 1664 * 4 + 3328 + 2176 + 3360 + 4608 + OVERHEAD  # 20128 + overhead
-    assert est.peak_phase == "old log-probs"  # 8192 + 1664 + 3328 + 3328 + 3648 + 2304 = 22464
-    assert est.peak == 22464 + OVERHEAD
+    assert est.total("update") == 1664 * 4 + 3328 + 2176 + 3360 + 1536 + OVERHEAD  # 17056 + overhead
+    assert est.peak_phase == "old log-probs"  # 8192 + 1664 + 3328 + 3328 + 3648 + 1152 = 21312
+    assert est.peak == 21312 + OVERHEAD
     assert est.kv_needed == 3 * 7 * 32  # sequences x tokens x KV bytes per token
     assert est.kv_pool == 8192 - 2 * 1664 - 1664  # the share less the engine's weights and the shard
 
 
-def test_the_log_prob_logits_take_the_forward_when_rows_are_short():
-    # longest response 2: per-row buffers 4*6 + 2*4*2 = 40 < forward 2*12 + 2*6 + 4*6 = 60
-    est = small_estimate(log_prob=MicroBatch(tokens=12, positions=6, longest_response=2))
-    assert est.phases["old log-probs"]["logits"] == 60 * 32
-    # without packing the positions are a view of the model's logits: 2*12 + 4*6 = 48
-    est = small_estimate(log_prob=MicroBatch(12, 6, 2), use_remove_padding=False)
-    assert est.phases["old log-probs"]["logits"] == 48 * 32
+def test_an_entropy_bonus_adds_a_chunk_buffer_to_the_update():
+    # softmax and its log both, in the backward: 2*2*6 + 2 * 4*6 = 72 per vocabulary entry
+    est = small_estimate(entropy_bonus=True)
+    assert est.phases["update"]["logits"] == 72 * 32
+    assert est.phases["old log-probs"]["logits"] == 36 * 32  # no backward there
 
 
-def test_the_update_logits_take_the_forward_when_prompts_dominate():
-    # 100 tokens, 2 response positions: forward 2*100 + 2*2 + 4*2 = 212 > 6 copies 6*4*2 = 48
-    est = small_estimate(update=MicroBatch(tokens=100, positions=2, longest_response=2))
-    assert est.phases["update"]["logits"] == 212 * 32
+def test_the_float32_chunk_is_capped_for_a_large_vocabulary():
+    # V = 2^17: a chunk is 2^28 / (4 * 2^17) = 512 positions; 5000 positions take 10 chunks
+    vocab = 2**17
+    mb = MicroBatch(tokens=6000, positions=5000)
+    assert log_prob_logits_bytes(mb, vocab, value_bytes=2) == (2 * 5000 + 4 * 512) * vocab
+    assert update_logits_bytes(mb, vocab, 2, entropy_bonus=False) == (2 * 2 * 5000 + 4 * 512) * vocab
+    assert update_logits_bytes(mb, vocab, 2, entropy_bonus=True) == (2 * 2 * 5000 + 2 * 4 * 512) * vocab
+
+
+def test_the_chunk_size_is_the_one_the_actor_uses():
+    assert memory_estimate.LOGITS_CHUNK_BYTES == core_algos.LOGITS_CHUNK_BYTES
 
 
 def test_no_checkpointing_keeps_every_blocks_activations():
@@ -152,10 +165,10 @@ def test_an_engine_that_keeps_its_memory_and_the_reference_model():
 @pytest.mark.parametrize(
     "dynamic, budget, rows, expected",
     [
-        (False, 0, 3, MicroBatch(3 * 12, 3 * 7, 7)),  # rows padded to prompt 5 + response 7
-        (True, 20, 0, MicroBatch(20, 20, 7)),  # the budget holds the longest row: filled to it
-        (True, 10, 0, MicroBatch(12, 10, 7)),  # the longest row (12) runs alone
-        (True, 4, 0, MicroBatch(12, 7, 7)),
+        (False, 0, 3, MicroBatch(3 * 12, 3 * 7)),  # rows padded to prompt 5 + response 7
+        (True, 20, 0, MicroBatch(20, 20)),  # the budget holds the longest row: filled to it
+        (True, 10, 0, MicroBatch(12, 10)),  # the longest row (12) runs alone
+        (True, 4, 0, MicroBatch(12, 7)),
     ],
 )
 def test_largest_micro_batch(dynamic, budget, rows, expected):
@@ -190,12 +203,12 @@ def _memory(name, *overrides):
 
 
 def test_a_config_over_the_declared_memory_is_refused_naming_the_keys():
-    text, refusal = _memory("r1d-1.5b_deepscaler_delethink_24k", "trainer.gpu_memory_gib=60")
+    text, refusal = _memory("r1d-1.5b_deepscaler_delethink_24k", "trainer.gpu_memory_gib=30")
     assert "DOES NOT FIT" in text
-    assert refusal.startswith("estimated peak GPU memory per rank 66.84 GiB (update) exceeds ")
+    assert refusal.startswith("estimated peak GPU memory per rank 30.99 GiB (old log-probs) exceeds ")
+    assert "phases over it: old log-probs." in refusal
     assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.6 (a smaller engine share)" in refusal
     assert "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=16384 (fewer tokens)" in refusal
-    assert "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=16384 (fewer tokens)" in refusal  # update
     assert "set trainer.gpu_memory_gib" in refusal
     _, refusal = _memory(
         "r1d-1.5b_deepscaler_delethink_24k",
@@ -207,13 +220,16 @@ def test_a_config_over_the_declared_memory_is_refused_naming_the_keys():
     assert "actor_rollout_ref.model.enable_gradient_checkpointing=false (true: " in refusal
 
 
-def test_longcot_24k_does_not_fit_an_h100_whatever_the_budget():
-    # one 24576-token response alone: 6 float32 copies of its logits are 83.46 GiB
+def test_longcot_24k_fits_an_h100():
+    # one 24576-token response alone: its bf16 logits 2 x 24576 x 151936 B = 6.95 GiB, plus one float32
+    # chunk of 441 positions (0.25); the update holds their gradient too: 2 x 6.95 + 0.25
     text, refusal = _memory("r1d-1.5b_deepscaler_longcot_24k")
-    assert "logits                          -          41.73          83.46" in text
+    assert "logits                          -           7.20          14.16" in text
+    assert "peak 64.06 GiB (old log-probs) of trainer.gpu_memory_gib=79.6: fits" in text and refusal is None
+    # on a smaller GPU: the row runs alone, so a smaller budget would not help; its length would
+    _, refusal = _memory("r1d-1.5b_deepscaler_longcot_24k", "trainer.gpu_memory_gib=40")
     assert "data.max_response_length=24576 (one row alone exceeds the budget 16384)" in refusal
-    assert "ppo_max_token_len_per_gpu" not in refusal  # a smaller budget would not help
-    assert _memory("r1d-1.5b_deepscaler_longcot_24k", "trainer.gpu_memory_gib=139")[1] is None  # an H200
+    assert "ppo_max_token_len_per_gpu" not in refusal
 
 
 def test_cpu_runs_and_unknown_models_are_never_refused():
@@ -247,3 +263,13 @@ def test_the_r1d_configs_compose_with_the_memory_settings(name):
     )
     assert arr.rollout.gpu_memory_utilization == 0.6
     assert c.trainer.gpu_memory_gib == 79.6
+
+
+def test_the_logits_memory_benchmark_quick_mode_runs(capsys):
+    benchmark = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "logits_memory.py"))
+    results = benchmark["main"](["--quick"])
+    assert [(r["phase"], r["layout"]) for r in results] == [("old log-probs", "padded"), ("update", "padded")]
+    assert all(r["before"] > 0 and r["now"] > 0 for r in results)
+    update = results[1]
+    assert update["now"] < update["before"] / 2  # 6 float32 copies of the logits before, none now
+    assert "now/before" in capsys.readouterr().out

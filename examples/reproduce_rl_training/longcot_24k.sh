@@ -4,8 +4,9 @@
 # Hydra overrides pass through, e.g. train_tasks.deepscaler.path=/path/to/deepscaler.json trainer.nnodes=2
 # DRY_RUN=1 validates the config and prints the plan (GPUs, batches, budgets) and an estimate of peak
 # GPU memory per rank, no GPU or model needed; a run that cannot fit trainer.gpu_memory_gib is refused.
-# On 80 GB GPUs it is refused: one 24K response's float32 logits alone need ~83 GiB in our actor
-# (docs/PAPER_CONFIGS.md); on 141 GB H200s add trainer.gpu_memory_gib=139.
+# It fits an 80 GB GPU: estimated peak 64.1 GiB per rank, in the old-log-prob pass beside the rollout
+# engine's share; a 24576-token response runs alone, its logits 7.2 GiB there and 14.2 GiB in the
+# update (docs/PAPER_CONFIGS.md). On 141 GB H200s add trainer.gpu_memory_gib=139.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 exec "${PYTHON:-python}" -m verl.trainer.main_policy_iteration --config-name=r1d-1.5b_deepscaler_longcot_24k "$@"

@@ -116,8 +116,8 @@ def settings_from_config(config: PolicyIterationConfig) -> MemorySettings:
         param_offload=actor.fsdp_config.param_offload,
         optimizer_offload=actor.fsdp_config.optimizer_offload,
         gradient_checkpointing=arr.model.enable_gradient_checkpointing,
-        use_remove_padding=arr.model.use_remove_padding,
         use_kl_loss=actor.use_kl_loss,
+        entropy_bonus=bool(actor.entropy_coeff),
         update=largest(actor.ppo_max_token_len_per_gpu, actor.ppo_micro_batch_size_per_gpu),
         log_prob=log_prob,
         engine=rollout.name,
@@ -153,10 +153,7 @@ def format_estimate(estimate: MemoryEstimate, settings: MemorySettings, source: 
     declared = f"trainer.gpu_memory_gib={settings.gpu_memory_gib:g}"
     lines.append(f"peak {_gib(peak)} GiB ({estimate.peak_phase}) of {declared}: {fits}")
     for name, mb in (("update", settings.update), ("old log-probs", settings.log_prob)):
-        lines.append(
-            f"largest {name} micro-batch: {mb.tokens} tokens, {mb.positions} response positions "
-            f"(longest response {mb.longest_response})"
-        )
+        lines.append(f"largest {name} micro-batch: {mb.tokens} tokens, {mb.positions} response positions")
     need = (
         f"{settings.concurrent_sequences} sequences x {settings.sequence_tokens} tokens need "
         f"{_gib(estimate.kv_needed)} GiB"

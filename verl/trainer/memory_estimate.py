@@ -14,8 +14,8 @@ Symbols: Ψ parameters stored (embedding and an untied LM head included; biases 
 of them); b bytes per value of fsdp_config.param_dtype (the compute copy, the activations, and the
 SGLang engine's weights, which take the same dtype); L blocks, h hidden size, I MLP width,
 kv = num_kv_heads x head_dim, V vocabulary; G the declared GPU memory, f the engine's
-gpu_memory_utilization. N, P, T: tokens, response positions and longest response of the largest
-micro-batch (`largest_micro_batch`).
+gpu_memory_utilization. N, P: tokens and response positions of the largest micro-batch
+(`largest_micro_batch`).
 
 Terms, in bytes:
 
@@ -35,16 +35,16 @@ Terms, in bytes:
                     Update: with gradient checkpointing N L h b (every block's input) + N A (the
                     block recomputed during backward); without, N L A. Old log-probs: N A (without
                     grad nothing is kept between blocks).
-  logits            float32 [P, V] buffers of the actor's log-prob code (dp_actor and
-                    core_algos.log_probs_from_logits / entropy_from_logits). The forward returns
-                    F = bNV + bPV + 4PV: the model's logits, the response positions picked out of
-                    them (packed path only; without packing bPV is 0), and their float32 copy.
-                    Update: max(6 x 4PV, F); the six at the entropy metric are the float32 logits,
-                    every row's scaled logits that autograd keeps for logsumexp, and entropy's four
-                    temporaries (logits / T, shifted, softmax, product). Old log-probs:
-                    max(F, 4PV + 2 x 4TV): later the float32 logits, one row's scaled logits and
-                    logsumexp's temporary. The counts of float32 copies were measured as peak
-                    resident memory of those functions on CPU.
+  logits            [P, V] buffers of the actor's log-prob code (dp_actor, packing and
+                    core_algos.log_probs_from_logits / log_probs_and_entropy). The LM head runs on
+                    the response positions only and its logits stay in the compute dtype: bPV. The
+                    log-probs and the entropy metric are worked out a chunk of C positions at a time,
+                    C = LOGITS_CHUNK_BYTES / 4V (one float32 [C, V] buffer of about 256 MiB):
+                    K = 4 min(P, C) V. Old log-probs: bPV + K. Update: UPDATE_LOGIT_COPIES x bPV + K
+                    in the backward of the log-prob function, the logits it saved and their gradient
+                    (written chunk by chunk), and 2K there with an entropy bonus (actor.entropy_coeff
+                    != 0: softmax and its log both). Measured as peak resident memory on CPU by
+                    benchmarks/logits_memory.py.
   reference model   4Ψ in every phase with use_kl_loss (loaded unsharded, in float32).
   engine            sglang: fG until the update releases it (rollout.free_cache_engine). SGLang
                     sizes its KV pool so that the whole GPU's use after it starts is fG, counting
@@ -75,7 +75,8 @@ from verl.tools.cost_model import ModelDims
 GIB = 2**30
 MASTER_BYTES = 4  # the sharded weights, their gradients and Adam's moments are float32
 ADAM_MOMENTS = 2  # exp_avg and exp_avg_sq
-UPDATE_LOGIT_COPIES = 6  # float32 [P, V] buffers alive at the update's entropy metric
+UPDATE_LOGIT_COPIES = 2  # [P, V] buffers in the compute dtype in the update's backward: logits, gradient
+LOGITS_CHUNK_BYTES = 256 * 2**20  # core_algos.LOGITS_CHUNK_BYTES: one float32 [chunk, V] buffer
 RUNTIME_OVERHEAD_GIB = 3.0
 PHASES = ("rollout", "old log-probs", "update")
 TERMS = (  # in the order the table prints them
@@ -134,7 +135,6 @@ class MicroBatch:
 
     tokens: int  # N: tokens the model runs (prompts and responses)
     positions: int  # P: response positions whose logits the actor keeps
-    longest_response: int  # T: the longest row's response (per-row buffers have this length)
 
 
 def largest_micro_batch(
@@ -151,10 +151,10 @@ def largest_micro_batch(
     """
     row = prompt_length + response_length
     if not use_dynamic_bsz:
-        return MicroBatch(rows * row, rows * response_length, response_length)
+        return MicroBatch(rows * row, rows * response_length)
     if token_budget >= row:
-        return MicroBatch(token_budget, token_budget, response_length)
-    return MicroBatch(row, min(row, max(response_length, token_budget)), response_length)
+        return MicroBatch(token_budget, token_budget)
+    return MicroBatch(row, min(row, max(response_length, token_budget)))
 
 
 @dataclass(frozen=True)
@@ -166,8 +166,8 @@ class MemorySettings:
     param_offload: bool  # shard, gradients and Adam moments on the CPU (FSDP2 CPUOffloadPolicy)
     optimizer_offload: bool  # Adam moments on the CPU outside the update
     gradient_checkpointing: bool  # keep only each block's input; recompute the rest in backward
-    use_remove_padding: bool  # packed forward: one extra [P, V] gather of the logits
     use_kl_loss: bool  # an unsharded float32 reference model on every rank
+    entropy_bonus: bool  # actor.entropy_coeff != 0: the entropy's gradient takes a second chunk buffer
     update: MicroBatch  # the update's largest micro-batch
     log_prob: MicroBatch  # the old (and reference) log-prob pass's largest micro-batch
     engine: str  # sglang | hf
@@ -199,20 +199,19 @@ class MemoryEstimate:
         return self.total(self.peak_phase)
 
 
-def _forward_logits(mb: MicroBatch, value_bytes: int, packed: bool) -> float:
-    """Per vocabulary entry, as the forward returns: the model's logits, the response positions
-    picked out of them (packed path only), and their float32 copy."""
-    return value_bytes * mb.tokens + (value_bytes * mb.positions if packed else 0) + 4 * mb.positions
+def _chunk_bytes(mb: MicroBatch, vocab_size: int) -> float:
+    """K: the log-prob function's float32 buffer for one chunk of positions (all P when fewer)."""
+    chunk = max(1, LOGITS_CHUNK_BYTES // (4 * vocab_size))
+    return 4 * min(mb.positions, chunk) * vocab_size
 
 
-def update_logits_bytes(mb: MicroBatch, vocab_size: int, value_bytes: int, packed: bool) -> float:
-    copies = UPDATE_LOGIT_COPIES * 4 * mb.positions
-    return vocab_size * max(copies, _forward_logits(mb, value_bytes, packed))
+def update_logits_bytes(mb: MicroBatch, vocab_size: int, value_bytes: int, entropy_bonus: bool) -> float:
+    chunks = (2 if entropy_bonus else 1) * _chunk_bytes(mb, vocab_size)
+    return UPDATE_LOGIT_COPIES * value_bytes * mb.positions * vocab_size + chunks
 
 
-def log_prob_logits_bytes(mb: MicroBatch, vocab_size: int, value_bytes: int, packed: bool) -> float:
-    rows = 4 * mb.positions + 2 * 4 * min(mb.longest_response, mb.positions)
-    return vocab_size * max(_forward_logits(mb, value_bytes, packed), rows)
+def log_prob_logits_bytes(mb: MicroBatch, vocab_size: int, value_bytes: int) -> float:
+    return value_bytes * mb.positions * vocab_size + _chunk_bytes(mb, vocab_size)
 
 
 def estimate_memory(shape: ModelShape, s: MemorySettings) -> MemoryEstimate:
@@ -261,7 +260,7 @@ def estimate_memory(shape: ModelShape, s: MemorySettings) -> MemoryEstimate:
         reference_model=reference,
         gathered_weights=gathered_forward,
         activations=s.log_prob.tokens * a,
-        logits=log_prob_logits_bytes(s.log_prob, shape.vocab_size, b, s.use_remove_padding),
+        logits=log_prob_logits_bytes(s.log_prob, shape.vocab_size, b),
     )
     update = phase(
         engine=update_engine,
@@ -271,7 +270,7 @@ def estimate_memory(shape: ModelShape, s: MemorySettings) -> MemoryEstimate:
         reference_model=reference,
         gathered_weights=gathered_update,
         activations=update_acts,
-        logits=update_logits_bytes(s.update, shape.vocab_size, b, s.use_remove_padding),
+        logits=update_logits_bytes(s.update, shape.vocab_size, b, s.entropy_bonus),
     )
     return MemoryEstimate(
         phases={"rollout": rollout, "old log-probs": old_log_probs, "update": update},

@@ -40,15 +40,18 @@ TOKEN_STATS = (
 
 
 def response_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Logits predicting each response token: positions [P-1, P+T-1) of the sequence."""
+    """Logits predicting each response token: positions [P-1, P+T-1) of the sequence, [B, T, V] in the
+    model's dtype. The LM head runs on those positions only (`logits_to_keep`): the prompts' logits
+    are never made, and the result is contiguous, so the log-prob code takes it without a copy."""
     t = batch["responses"].shape[1]
-    logits = model(
+    length = batch["input_ids"].shape[1]
+    return model(
         input_ids=batch["input_ids"],
         attention_mask=batch["attention_mask"],
         position_ids=batch["position_ids"],
         use_cache=False,
+        logits_to_keep=torch.arange(length - t - 1, length - 1, device=batch["input_ids"].device),
     ).logits
-    return logits[:, -t - 1 : -1].float()
 
 
 def row_token_counts(batch: dict[str, torch.Tensor]) -> list[int]:
@@ -242,7 +245,8 @@ class DataParallelPPOActor:
         cfg = self.config
         mask = mb["response_mask"]
         logits = self._logits(mb)
-        log_prob = core_algos.log_probs_from_logits(logits, mb["responses"], self.temperature)
+        # one pass for both; the entropy's gradient is used only with an entropy bonus
+        log_prob, entropy = core_algos.log_probs_and_entropy(logits, mb["responses"], self.temperature)
         pl = core_algos.compute_policy_loss(
             mb["old_log_probs"], log_prob, mb["advantages"], mask,
             clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
@@ -261,8 +265,6 @@ class DataParallelPPOActor:
         pg_loss = agg(pl.loss_mat)
         loss = pg_loss
         losses["actor/pg_loss"] += pg_loss.item()
-        with torch.set_grad_enabled(bool(cfg.entropy_coeff)):
-            entropy = core_algos.entropy_from_logits(logits / self.temperature)
         if cfg.entropy_coeff:
             loss = loss - cfg.entropy_coeff * agg(entropy)
         if cfg.use_kl_loss:

@@ -18,8 +18,10 @@ import torch
 
 def packed_response_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Logits predicting each response token, [B, T, V] like the padded path (rows from
-    `collate_rows`: left-padded prompt | right-padded response). Positions past a row's last response
-    token hold logits of unrelated tokens; the response mask excludes them as it does padding."""
+    `collate_rows`: left-padded prompt | right-padded response), in the model's dtype. Positions past a
+    row's last response token hold logits of unrelated tokens; the response mask excludes them as it
+    does padding. The LM head runs on those B x T positions only (`logits_to_keep`), not on every
+    packed token."""
     mask = batch["attention_mask"].bool()
     t = batch["responses"].shape[1]
     prompt_lengths = mask[:, : mask.shape[1] - t].sum(-1)
@@ -28,13 +30,15 @@ def packed_response_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor
         raise ValueError(f"rows {empty} have no prompt token: nothing predicts their first response token")
     lengths = mask.sum(-1)
     positions = mask.long().cumsum(-1) - 1  # 0, 1, ... along each row's real tokens
-    logits = model(
-        input_ids=batch["input_ids"][mask][None],
-        position_ids=positions[mask][None],
-        attention_mask=None,
-        use_cache=False,
-    ).logits[0]
     row_starts = lengths.cumsum(0) - lengths
     # response token j of row i is predicted from the packed position just before it
     index = (row_starts + prompt_lengths - 1)[:, None] + torch.arange(t, device=mask.device)[None]
-    return logits[index.clamp(max=logits.shape[0] - 1)].float()
+    tokens = batch["input_ids"][mask]
+    logits = model(
+        input_ids=tokens[None],
+        position_ids=positions[mask][None],
+        attention_mask=None,
+        use_cache=False,
+        logits_to_keep=index.clamp(max=tokens.shape[0] - 1).flatten(),
+    ).logits
+    return logits.view(*index.shape, -1)
