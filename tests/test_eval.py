@@ -272,3 +272,24 @@ def test_a_budget_past_the_models_positions_is_a_config_error_before_weights_loa
     ):
         run_eval(base_overrides(tiny_assets, tmp_path / "out") + ["longcot.budgets=[8,1020]"])
     assert not (tmp_path / "out").exists()
+
+
+def test_ignore_eos_fills_every_budget_in_both_modes(tiny_assets, tmp_path):
+    # the untrained model at a high temperature samples nearly uniformly, so it draws EOS early enough
+    hot = ["sampling.temperature=3.0", "sampling.n=4"]
+    delethink = ["mode=delethink", "delethink.chunk_size=32", "delethink.keep_head=4", "delethink.keep_tail=8",
+                 "delethink.max_chunks=[6]", *hot]  # fmt: skip
+    longcot = ["mode=longcot", "longcot.budgets=[72]", *hot]
+    for name, mode in (("delethink", delethink), ("longcot", longcot)):
+        stopping = run_eval(base_overrides(tiny_assets, tmp_path / name) + mode)
+        # the model stops early on its own, so filling the budget below is the option's doing
+        assert stopping["runs"][0]["metrics"]["all"]["has_eos_rate"] > 0
+        filled = run_eval(
+            base_overrides(tiny_assets, tmp_path / f"{name}_filled") + mode + ["sampling.ignore_eos=true"]
+        )
+        budget = filled["runs"][0]["thinking_budget"]
+        samples = read_samples(tmp_path / f"{name}_filled")
+        assert [s["thinking_tokens"] for s in samples] == [budget] * len(samples)
+        assert not any(s["has_eos"] for s in samples)
+        if name == "delethink":
+            assert all(s["num_chunks"] == 6 for s in samples)

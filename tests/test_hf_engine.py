@@ -249,6 +249,21 @@ def test_finish_reasons_eos_included_and_per_row_max_new_tokens():
     assert all(o.finish_reason == "length" for o in outputs)
 
 
+def test_ignore_eos_writes_max_new_tokens_with_the_same_tokens():
+    model = make_model()
+    prompt = make_prompt(6)
+    free_run, _ = greedy_reference(model, prompt, 12, eos_ids=[])
+    eos_ids = [free_run[3]]  # greedy decoding stops at its 4th token, or earlier if the token repeats
+    engine = HFRolloutEngine(model, eos_token_ids=eos_ids, pad_token_id=PAD)
+    stops, ignores = run(
+        engine,
+        [(prompt, SamplingParams(max_new_tokens=12, temperature=0.0)),
+         (prompt, SamplingParams(max_new_tokens=12, temperature=0.0, ignore_eos=True))],
+    )  # fmt: skip
+    assert stops.finish_reason == "stop" and stops.token_ids == free_run[: free_run.index(eos_ids[0]) + 1]
+    assert ignores.finish_reason == "length" and ignores.token_ids == free_run
+
+
 def test_concurrent_requests_share_batched_forwards():
     model = make_model()
     new_tokens = 8
@@ -263,6 +278,8 @@ def test_concurrent_requests_share_batched_forwards():
     assert engine.num_prefills == 1
     assert engine.num_forward_calls == new_tokens
     assert engine.max_rows_per_forward == 32
+    assert engine.num_prefill_tokens == sum(len(prompt) for prompt, _ in requests)  # padding not counted
+    assert engine.prefill_seconds > 0 and engine.decode_seconds > 0
 
     capped = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD, max_num_seqs=10)
     run(capped, requests)

@@ -65,20 +65,28 @@ def test_claim_b_needs_a_rising_delethink_and_a_small_longcot_gain():
     assert "not decided" in "\n".join(report.claim_b(lc, summary("delethink", {512: (0, 0)}), 512))
 
 
-def test_claim_c_per_token_cost_growth(tmp_path):
-    # ms per token: Delethink 1.0 -> 1.1 (flat within 1.2x), LongCoT 1.0 -> 2.0
-    timing = {
-        "timing_longcot_rl": summary("longcot", {512: (0, 0), 2048: (0, 0)}, {512: 1000.0, 2048: 500.0}),
-        "timing_delethink_rl": summary(
-            "delethink", {512: (0, 0), 2048: (0, 0)}, {512: 1000.0, 2048: 1000 / 1.1}
-        ),
-    }
+def timed(wall_s: float, thinking_tokens: int) -> dict:
+    return {"wall_s": wall_s, "thinking_tokens": thinking_tokens, "prefill_s": 0.5, "prefill_tokens": 100}
+
+
+def test_claim_c_step_batch_rollout_and_per_token_growth():
+    # 10 thinking tokens per budget token. LongCoT: 1.0 -> 2.0 ms/token; Delethink: 1.2 -> 1.32 (1.10x)
+    rows = [
+        {"budget": b, "max_chunks": i, "longcot": timed(lc, 10 * b), "delethink": timed(dt, 10 * b)}
+        for b, i, lc, dt in ((512, 7, 5.12, 6.144), (1024, 15, 15.36, 13.517), (2048, 31, 40.96, 27.034))
+    ]
+    for r in rows:
+        r["delethink_over_longcot"] = r["delethink"]["wall_s"] / r["longcot"]["wall_s"]
+    timing = {"prompts": 16, "samples": 8, "repeats": 3, "rows": rows}
     lines, cost = report.claim_c({}, timing, 512, 128, 64)
     text = "\n".join(lines)
-    assert "timing_longcot_rl: per-token time at 2048 / at 512 = 2.00x" in text
-    assert "timing_delethink_rl: per-token time at 2048 / at 512 = 1.10x" in text
+    assert "| 512 | 7 | 5.12 | 6.14 | 1.20 | 1.000 | 1.200 | 0.50 (100) |" in text
+    assert "at B = 512: Delethink / LongCoT = 1.20 (target < 1): **not held**" in text
+    assert "budgets at which Delethink's rollout is the cheaper one: [1024, 2048]" in text
+    assert "longcot: per-token time at 2048 / at 512 = 2.00x" in text
+    assert "delethink: per-token time at 2048 / at 512 = 1.10x" in text
     assert "LongCoT growing faster: **held**" in text
-    assert cost["per_token"]["timing_longcot_rl"][2048] == pytest.approx(2e-3)
+    assert report.ms_per_token(cost["timing"][2]["longcot"]) == pytest.approx(2.0)
 
 
 def test_eval_data_groups_and_timing_problems(tmp_path):
@@ -139,7 +147,21 @@ def test_the_recipe_at_smoke_size_writes_every_table(tmp_path):
         "## (c) training cost",
         "Rollout per step, Delethink / LongCoT =",
         "per-token time at 512 / at 128",
+        "budgets at which Delethink's rollout is the cheaper one",
     ):
         assert heading in text, heading
     for png in ("accuracy_vs_budget.png", "cost.png", "training_curves.png"):
         assert (tmp_path / "out" / png).stat().st_size > 0
+    # the timing runs ignore end-of-sequence: every sample wrote its whole budget
+    timing = json.loads((tmp_path / "out" / "eval" / "timing.json").read_text())
+    assert [r["budget"] for r in timing["rows"]] == [128, 192, 256, 384, 512]
+    for r in timing["rows"]:
+        for mode in ("longcot", "delethink"):
+            assert r[mode]["thinking_tokens"] == r["budget"] * timing["prompts"] * timing["samples"], mode
+
+
+def test_timing_chunks_give_delethink_exactly_the_budget():
+    chunks = load("time_rollouts").delethink_chunks
+    assert [chunks(b, 128, 64) for b in (128, 512, 768, 2048)] == [1, 7, 11, 31]  # 128 + (I - 1) * 64
+    with pytest.raises(ValueError, match="whole chunks of C - m = 64"):
+        chunks(500, 128, 64)

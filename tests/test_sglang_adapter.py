@@ -55,6 +55,12 @@ def test_sampling_params_pass_through_with_our_eos_and_seed():
     }
 
 
+def test_ignore_eos_sends_no_stop_tokens():
+    request = build_sampling_params(SamplingParams(max_new_tokens=16, ignore_eos=True), [7, 2])
+    assert request["ignore_eos"] is True and "stop_token_ids" not in request
+    assert "ignore_eos" not in build_sampling_params(SamplingParams(max_new_tokens=16), [7, 2])
+
+
 def test_greedy_and_unseeded_requests():
     greedy = build_sampling_params(SamplingParams(max_new_tokens=4, temperature=0.0, top_k=3), EOS)
     assert greedy["temperature"] == 0.0 and greedy["top_k"] == 3  # SGLang runs T=0 as top_k=1, T=1

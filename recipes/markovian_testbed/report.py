@@ -4,14 +4,15 @@
         --chunk 128 --carry 64
 
 Reads ROOT/{longcot,delethink}/ (the two RL runs: metrics.jsonl, rollouts/) and ROOT/eval/*/summary.json
-(written by verl.trainer.main_eval), and writes ROOT/report.md, ROOT/accuracy_vs_budget.png and
-ROOT/cost.png. Each claim is checked against its target and printed as held / not held, with the
-numbers it was decided on: nothing is decided here that the measurements do not say.
+(written by verl.trainer.main_eval) and ROOT/eval/timing.json, and writes ROOT/report.md,
+ROOT/accuracy_vs_budget.png and ROOT/cost.png. Each claim is checked against its target and printed as
+held / not held, with the numbers it was decided on: nothing is decided here that the measurements do not say.
 
 - (a) accuracy at the training budget B on held-out problems of the trained sizes;
 - (b) accuracy vs thinking budget on problems whose reference thinking is longer than B;
-- (c) cost: rollout and update time per RL step, estimated FLOPs, and rollout time per thinking token
-  vs thinking length (B..4B) for both trained models;
+- (c) cost: rollout and update time per RL step, estimated FLOPs, and the rollout of one step-sized
+  batch at budgets B..4B for both trained models (ROOT/eval/timing.json, from time_rollouts.py):
+  seconds and seconds per thinking token;
 - the Markovian-ness probe of the warm start (Delethink inference vs LongCoT inference at B).
 """
 
@@ -56,8 +57,9 @@ def accuracy_by_budget(summary: dict[str, Any], mode: str, source: str) -> dict[
     }
 
 
-def seconds_per_token_by_budget(summary: dict[str, Any], mode: str) -> dict[int, float]:
-    return {r["thinking_budget"]: 1.0 / r["tokens_per_s"] for r in summary["runs"] if r["mode"] == mode}
+def ms_per_token(run: dict[str, Any]) -> float:
+    """Milliseconds of rollout per thinking token of one timed run (time_rollouts.py)."""
+    return 1e3 * run["wall_s"] / run["thinking_tokens"]
 
 
 def verdict(held: bool) -> str:
@@ -117,7 +119,7 @@ def median_of(records: list[dict[str, Any]], key: str) -> float:
 
 
 def claim_c(
-    run_dirs: dict[str, Path], timing: dict[str, dict[str, Any]], budget: int, chunk: int, carry: int
+    run_dirs: dict[str, Path], timing: dict[str, Any] | None, budget: int, chunk: int, carry: int
 ) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
     lines = ["## (c) training cost", ""]
     records = {mode: read_jsonl(d / "metrics.jsonl") for mode, d in run_dirs.items()}
@@ -157,42 +159,47 @@ def claim_c(
                 f"machine): {verdict(dt_gen < lc_gen)}",
             ]
         lines.append("")
+    if timing is None:
+        return lines + ["![cost](cost.png)", ""], {"records": records, "timing": []}
+    rows = timing["rows"]
     lines += [
-        "Rollout time per thinking token vs thinking length (problems of 4B thinking, budgets B..4B):",
+        f"Rollout of one RL-step-sized batch ({timing['prompts']} problems x {timing['samples']} samples) at "
+        "budgets B..4B (`time_rollouts.py`): end-of-sequence ignored, so every sample writes its whole "
+        f"budget; both trained models alternate in one process, median of {timing['repeats']} repeats.",
         "",
+        "| budget | I | LongCoT s | Delethink s | Delethink / LongCoT | LongCoT ms/token "
+        "| Delethink ms/token | Delethink prefill s (tokens) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    per_token = {
-        name: seconds_per_token_by_budget(summary, "delethink" if "delethink" in name else "longcot")
-        for name, summary in timing.items()
-    }
-    budgets = sorted({b for v in per_token.values() for b in v})
-    if budgets:
-        lines += [
-            "| budget | " + " | ".join(f"{n} (ms/token)" for n in per_token) + " |",
-            "|---" * (len(per_token) + 1) + "|",
-        ]
-        for b in budgets:
+    for r in rows:
+        lc, dt = r["longcot"], r["delethink"]
+        lines.append(
+            f"| {r['budget']} | {r['max_chunks']} | {lc['wall_s']:.2f} | {dt['wall_s']:.2f} | "
+            f"{r['delethink_over_longcot']:.2f} | {ms_per_token(lc):.3f} | "
+            f"{ms_per_token(dt):.3f} | {dt['prefill_s']:.2f} ({dt['prefill_tokens']}) |"
+        )
+    lines.append("")
+    at_b = next((r for r in rows if r["budget"] == budget), None)
+    if at_b is not None:
+        ratio = at_b["delethink_over_longcot"]
+        lines.append(
+            f"- at B = {budget}: Delethink / LongCoT = {ratio:.2f} (target < 1): {verdict(ratio < 1)}"
+        )
+    cheaper = [r["budget"] for r in rows if r["delethink_over_longcot"] < 1]
+    lines.append(f"- budgets at which Delethink's rollout is the cheaper one: {cheaper or 'none measured'}")
+    if len(rows) >= 2:
+        first, last = rows[0], rows[-1]
+        growth = {m: ms_per_token(last[m]) / ms_per_token(first[m]) for m in ("longcot", "delethink")}
+        for mode in ("longcot", "delethink"):
             lines.append(
-                f"| {b} | "
-                + " | ".join(f"{1e3 * v.get(b, float('nan')):.3f}" for v in per_token.values())
-                + " |"
+                f"- {mode}: per-token time at {last['budget']} / at {first['budget']} = {growth[mode]:.2f}x"
             )
-        lines.append("")
-        for name, values in per_token.items():
-            if len(values) >= 2:
-                growth = values[max(values)] / values[min(values)]
-                lines.append(f"- {name}: per-token time at {max(values)} / at {min(values)} = {growth:.2f}x")
-        dt = per_token.get("timing_delethink_rl", {})
-        lc = per_token.get("timing_longcot_rl", {})
-        if len(dt) >= 2 and len(lc) >= 2:
-            dt_growth, lc_growth = dt[max(dt)] / dt[min(dt)], lc[max(lc)] / lc[min(lc)]
-            held = dt_growth <= TARGET_C_FLAT and lc_growth > dt_growth
-            lines.append(
-                f"- target: Delethink flat within {TARGET_C_FLAT}x and LongCoT growing faster: "
-                f"{verdict(held)}"
-            )
-        lines.append("")
-    return lines + ["![cost](cost.png)", ""], {"records": records, "per_token": per_token}
+        held = growth["delethink"] <= TARGET_C_FLAT and growth["longcot"] > growth["delethink"]
+        lines.append(
+            f"- target: Delethink flat within {TARGET_C_FLAT}x and LongCoT growing faster: {verdict(held)}"
+        )
+    lines.append("")
+    return lines + ["![cost](cost.png)", ""], {"records": records, "timing": rows}
 
 
 def plot(root: Path, lc: dict | None, dt: dict | None, budget: int, cost: dict[str, Any]) -> None:
@@ -217,17 +224,21 @@ def plot(root: Path, lc: dict | None, dt: dict | None, budget: int, cost: dict[s
         fig.tight_layout()
         save_figure(fig, root / "accuracy_vs_budget.png")
 
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     for mode, recs in cost["records"].items():
         steps = [r for r in recs if "timing/gen_s" in r]
         axes[0].plot([r["step"] for r in steps], [r["timing/gen_s"] for r in steps], label=f"{mode} rollout")
-    for name, values in cost["per_token"].items():
-        points = sorted(values.items())
-        axes[1].plot([b for b, _ in points], [1e3 * v for _, v in points], marker="o", label=name)
+    budgets = [r["budget"] for r in cost["timing"]]
+    for mode in ("longcot", "delethink") if cost["timing"] else ():
+        runs = [r[mode] for r in cost["timing"]]
+        axes[1].plot(budgets, [run["wall_s"] for run in runs], marker="o", label=mode)
+        axes[2].plot(budgets, [ms_per_token(run) for run in runs], marker="o", label=mode)
     axes[0].set_xlabel("RL step")
-    axes[0].set_ylabel("rollout time (s)")
-    axes[1].set_xlabel("thinking length / budget (tokens)")
-    axes[1].set_ylabel("rollout ms per thinking token")
+    axes[0].set_ylabel("rollout time in training (s)")
+    axes[1].set_xlabel("thinking budget (tokens)")
+    axes[1].set_ylabel("rollout of a step-sized batch (s)")
+    axes[2].set_xlabel("thinking budget (tokens)")
+    axes[2].set_ylabel("rollout ms per thinking token")
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
@@ -265,7 +276,8 @@ def main(argv: list[str] | None = None) -> None:
     if lc and dt:
         lines += claim_a(lc, dt, args.budget) + claim_b(lc, dt, args.budget)
     run_dirs = {m: root / m for m in ("longcot", "delethink") if (root / m / "metrics.jsonl").is_file()}
-    timing = {n: s for n in ("timing_longcot_rl", "timing_delethink_rl") if (s := load_summary(root, n))}
+    timing_path = root / "eval" / "timing.json"
+    timing = json.loads(timing_path.read_text()) if timing_path.is_file() else None
     cost_lines, cost = claim_c(run_dirs, timing, args.budget, args.chunk, args.carry)
     lines += cost_lines
     plot(root, lc, dt, args.budget, cost)

@@ -59,6 +59,8 @@ class EvalSamplingConfig:
     top_k: int = -1  # -1: off
     n: int = 1  # samples per problem
     seed: int = 0  # sample j of problem p gets a seed derived from (seed, p, j), the same in every run
+    # timing runs: EOS does not stop a sample, so every budget is filled (scores are then meaningless)
+    ignore_eos: bool = False
 
 
 @dataclass

@@ -124,7 +124,14 @@ def generate(
     s, n = config.sampling, config.sampling.n
     budget = first_turn_budget(run)
     params = [
-        SamplingParams(budget, s.temperature, s.top_p, s.top_k, seed=sample_seed(config, *divmod(i, n)))
+        SamplingParams(
+            budget,
+            s.temperature,
+            s.top_p,
+            s.top_k,
+            seed=sample_seed(config, *divmod(i, n)),
+            ignore_eos=s.ignore_eos,
+        )  # fmt: skip
         for i in range(len(repeated))
     ]
     return asyncio.run(run_agent_loops(build_loop(run, engine), repeated, params))

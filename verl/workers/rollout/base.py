@@ -23,6 +23,9 @@ class SamplingParams:
     top_p: float = 1.0
     top_k: int = -1  # -1 disables top-k
     seed: int | None = None  # same seed + same prompt + same weights -> same tokens
+    # timing runs only: an end-of-sequence token does not end the request, so every request writes
+    # exactly max_new_tokens and the cost measured is that of the length, not of where the model stopped
+    ignore_eos: bool = False
 
 
 @dataclass

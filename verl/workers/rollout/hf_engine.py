@@ -13,6 +13,7 @@ of waiting for the slowest row.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 
@@ -44,6 +45,7 @@ class _Rows:
     top_p: torch.Tensor
     top_k: torch.Tensor
     max_new_tokens: torch.Tensor
+    ignore_eos: torch.Tensor
     num_sampled: torch.Tensor  # tokens sampled so far: the counter of the row's next draw
     last_token: torch.Tensor  # what the row feeds to the next decode step
 
@@ -56,6 +58,7 @@ class _Rows:
             top_p=torch.tensor([p.top_p for p in params], dtype=torch.float32),
             top_k=torch.tensor([p.top_k for p in params], dtype=torch.long),
             max_new_tokens=torch.tensor([p.max_new_tokens for p in params], dtype=torch.long),
+            ignore_eos=torch.tensor([p.ignore_eos for p in params], dtype=torch.bool),
             num_sampled=torch.zeros(len(requests), dtype=torch.long),
             last_token=torch.zeros(len(requests), dtype=torch.long),
         )
@@ -147,7 +150,11 @@ class HFRolloutEngine(RolloutEngine):
         self._worker: asyncio.Task | None = None
         self.num_forward_calls = 0
         self.num_prefills = 0  # prefill forwards: each admits a group of queued requests into the batch
+        self.num_prefill_tokens = 0  # prompt tokens prefilled (padding not counted)
         self.max_rows_per_forward = 0
+        # wall time in prefill steps (forward + first draws) and decode steps, for cost breakdowns
+        self.prefill_seconds = 0.0
+        self.decode_seconds = 0.0
 
     async def generate(self, prompt_ids: list[int], sampling_params: SamplingParams) -> GenerateOutput:
         # Reject bad requests here: inside a step the error would fail every batch mate.
@@ -234,20 +241,25 @@ class HFRolloutEngine(RolloutEngine):
         rows = _Rows.of(joining)
         self._rows = rows if self._rows is None else self._rows.extended(rows)
 
+        start = time.perf_counter()
         self.num_prefills += 1
+        self.num_prefill_tokens += sum(len(r.prompt_ids) for r in joining)
         input_ids, mask, position_ids = prefill_inputs([r.prompt_ids for r in joining], self.pad_token_id)
         self._cache.begin_prefill(torch.tensor([len(r.prompt_ids) for r in joining]))
         logits = self._forward(input_ids, mask, position_ids)
         self._cache.end_prefill()
         self._sample(logits, first_row)
+        self.prefill_seconds += time.perf_counter() - start
 
     def _decode(self) -> None:
         assert self._rows is not None
+        start = time.perf_counter()
         mask = self._cache.begin_decode()
         positions = self._cache.lengths.unsqueeze(-1)  # the new token's column is its position
         logits = self._forward(self._rows.last_token.unsqueeze(-1), mask, positions)
         self._cache.end_decode()
         self._sample(logits, first_row=0)
+        self.decode_seconds += time.perf_counter() - start
 
     def _forward(
         self, input_ids: torch.Tensor, mask: torch.Tensor | None, position_ids: torch.Tensor
@@ -276,7 +288,7 @@ class HFRolloutEngine(RolloutEngine):
         )
         state.last_token[rows] = tokens
         state.num_sampled[rows] += 1
-        stopped = torch.isin(tokens, self.eos_token_ids)
+        stopped = torch.isin(tokens, self.eos_token_ids) & ~state.ignore_eos[rows]
         finished = stopped | (state.num_sampled[rows] == state.max_new_tokens[rows])
 
         requests = self._running[first_row:]

@@ -61,6 +61,9 @@ def build_sampling_params(params: SamplingParams, eos_token_ids: Sequence[int]) 
         "top_k": params.top_k,
         "stop_token_ids": sorted(set(eos_token_ids)),
     }
+    if params.ignore_eos:
+        request["ignore_eos"] = True
+        del request["stop_token_ids"]
     if params.seed is not None:
         request["sampling_seed"] = params.seed % SEED_MODULUS
     return request

@@ -1,0 +1,174 @@
+"""Rollout time of one RL-step-sized batch, LongCoT-RL against Delethink-RL, at thinking budgets B..4B.
+
+    python recipes/markovian_testbed/time_rollouts.py --longcot RUN/longcot/global_step_N \\
+        --delethink RUN/delethink/global_step_N --data RUN/data/timing.jsonl --budgets 512,1024,2048 \\
+        --chunk 128 --keep-head 9 --keep-tail 55 --prompts 16 --samples 8 --out RUN/eval/timing.json
+
+Both trained models are loaded in one process, each with its own rollout engine, and the two
+environments run one after the other at every budget, `--repeats` times, in alternating order, so load
+from other processes hits both alike; the medians and their ratio are what to read. End-of-sequence is
+ignored, so every sample writes its whole budget: the time measures the length, not where a model
+happened to stop, and both environments produce the same number of thinking tokens. LongCoT at budget b
+is one request of b new tokens; Delethink is C new tokens, then chunks of C - m, I = 1 + (b - C)/(C - m)
+chunks in all, each prefilling question + carry-over again. The engine's counters split each run's
+time into prefill and decode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: the repository root holds `verl`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+MODES = ("longcot", "delethink")
+
+
+def delethink_chunks(budget: int, chunk: int, carry: int) -> int:
+    """I such that C + (I - 1)(C - m) = budget; the budget must be C plus whole later chunks."""
+    later, rest = divmod(budget - chunk, chunk - carry)
+    if budget < chunk or rest:
+        raise ValueError(
+            f"budget {budget} is not C = {chunk} plus whole chunks of C - m = {chunk - carry} tokens"
+        )
+    return 1 + later
+
+
+def _load(model_path: str, num_threads: int):
+    import torch
+    from transformers import AutoTokenizer
+
+    from verl.eval.config import resolve_model_dir
+    from verl.workers.fsdp_workers import eos_token_ids, load_causal_lm
+    from verl.workers.rollout.hf_engine import HFRolloutEngine
+
+    model_dir = resolve_model_dir(model_path)
+    if model_dir is None:
+        raise SystemExit(f"{model_path}: no HF model in it (config.json) or in its actor/huggingface/")
+    torch.set_num_threads(num_threads)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = load_causal_lm(str(model_dir))
+    return tokenizer, HFRolloutEngine(model, eos_token_ids(model, tokenizer), tokenizer.pad_token_id)
+
+
+def _time_one(engine, loop, items, params) -> dict[str, float]:
+    """Run the agent loop over every item once; its wall time and the engine's counters over the run."""
+    from verl.agent_loop.manager import run_agent_loops
+
+    def counters() -> tuple[float, ...]:
+        e = engine
+        return e.num_prefill_tokens, e.prefill_seconds, e.decode_seconds, e.num_forward_calls
+
+    before = counters()
+    start = time.perf_counter()
+    trajectories = asyncio.run(run_agent_loops(loop, items, params))
+    wall = time.perf_counter() - start
+    prefill_tokens, prefill_s, decode_s, forwards = (a - b for a, b in zip(counters(), before, strict=True))
+    return {
+        "wall_s": wall,
+        "thinking_tokens": sum(len(turn.response_ids) for t in trajectories for turn in t.turns),
+        "requests": sum(len(t.turns) for t in trajectories),
+        "prefill_tokens": prefill_tokens,
+        "prefill_s": prefill_s,
+        "decode_s": decode_s,
+        "forwards": forwards,
+    }
+
+
+def _median_row(runs: list[dict[str, float]]) -> dict[str, Any]:
+    walls = [r["wall_s"] for r in runs]
+    median = statistics.median(walls)
+    typical = min(runs, key=lambda r: abs(r["wall_s"] - median))  # its breakdown goes with the median
+    return {**typical, "wall_s": median, "wall_s_all": walls}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--longcot", required=True, help="LongCoT-RL checkpoint (global_step_N/) or HF dir")
+    parser.add_argument("--delethink", required=True, help="Delethink-RL checkpoint or HF dir")
+    parser.add_argument("--data", required=True, help="jsonl of problems; the first --prompts are used")
+    parser.add_argument("--budgets", required=True, help="comma-separated thinking budgets, e.g. 512,1024")
+    parser.add_argument("--chunk", type=int, required=True, help="Delethink's C")
+    parser.add_argument("--keep-head", type=int, required=True)
+    parser.add_argument("--keep-tail", type=int, required=True)
+    parser.add_argument("--prompts", type=int, default=16, help="problems per batch (an RL step's prompts)")
+    parser.add_argument("--samples", type=int, default=8, help="samples per problem (an RL step's n)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-question-tokens", type=int, default=64)
+    parser.add_argument("--num-threads", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True, help="where to write the JSON results")
+    args = parser.parse_args(argv)
+
+    from tqdm import tqdm
+
+    from verl.agent_loop.delethink import DelethinkAgentLoop
+    from verl.agent_loop.delethink_params import DelethinkParams
+    from verl.agent_loop.single_turn import SingleTurnAgentLoop
+    from verl.data.rl_dataset import load_prompts
+    from verl.utils.fs import atomic_write_text
+    from verl.utils.seeding import derive_seed
+    from verl.workers.rollout.base import SamplingParams
+
+    budgets = [int(b) for b in args.budgets.split(",")]
+    carry = args.keep_head + args.keep_tail
+    chunks = {b: delethink_chunks(b, args.chunk, carry) for b in budgets}  # checked before any model loads
+    loaded = {mode: _load(getattr(args, mode), args.num_threads) for mode in MODES}
+    tokenizer = loaded["longcot"][0]
+    questions = load_prompts([args.data], tokenizer, "prompt", args.max_question_tokens, True)[: args.prompts]
+    items = [item for item in questions for _ in range(args.samples)]
+
+    def params(max_new_tokens: int) -> list[SamplingParams]:
+        # sample j of problem p: the same seed in both environments, so their first C tokens agree
+        seeds = [derive_seed(args.seed, *divmod(i, args.samples)) for i in range(len(items))]
+        return [SamplingParams(max_new_tokens, seed=seed, ignore_eos=True) for seed in seeds]
+
+    for _, engine in loaded.values():  # warm-up: the first forwards of a process pay one-off start-up costs
+        _time_one(engine, SingleTurnAgentLoop(engine), items, params(args.chunk))
+
+    print(
+        f"{len(questions)} problems x {args.samples} samples, temperature 1, end-of-sequence ignored; "
+        f"median of {args.repeats} alternating repeats; Delethink C = {args.chunk}, m = {carry}"
+    )
+    print(f"{'budget':>7}{'I':>4}{'LongCoT s':>11}{'Delethink s':>13}{'DT/LC':>7}{'DT prefill s':>14}"
+          f"{'DT decode s':>13}{'LC decode s':>13}")  # fmt: skip
+    rows = []
+    for budget in tqdm(budgets, desc="budgets", unit="budget", leave=False):
+        dt_params = DelethinkParams(args.chunk, args.keep_head, args.keep_tail, None, chunks[budget])
+        setups = {
+            "longcot": (SingleTurnAgentLoop(loaded["longcot"][1]), params(budget)),
+            "delethink": (DelethinkAgentLoop(loaded["delethink"][1], dt_params), params(args.chunk)),
+        }
+        runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
+        for repeat in range(args.repeats):
+            for mode in MODES if repeat % 2 == 0 else reversed(MODES):
+                loop, sampling = setups[mode]
+                runs[mode].append(_time_one(loop.engine, loop, items, sampling))
+        row = {"budget": budget, "max_chunks": chunks[budget], **{m: _median_row(r) for m, r in runs.items()}}
+        row["delethink_over_longcot"] = row["delethink"]["wall_s"] / row["longcot"]["wall_s"]
+        rows.append(row)
+        lc, dt = row["longcot"], row["delethink"]
+        tqdm.write(
+            f"{budget:>7}{chunks[budget]:>4}{lc['wall_s']:>11.2f}{dt['wall_s']:>13.2f}"
+            f"{row['delethink_over_longcot']:>7.2f}{dt['prefill_s']:>14.2f}{dt['decode_s']:>13.2f}"
+            f"{lc['decode_s']:>13.2f}"
+        )
+    result = {
+        "prompts": len(questions), "samples": args.samples, "repeats": args.repeats, "chunk": args.chunk,
+        "keep_head": args.keep_head, "keep_tail": args.keep_tail, "num_threads": args.num_threads,
+        "rows": rows,
+    }  # fmt: skip
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(args.out), json.dumps(result, indent=2) + "\n")
+    return result
+
+
+if __name__ == "__main__":
+    main()
