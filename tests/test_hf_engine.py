@@ -10,6 +10,7 @@ import transformers
 from verl.workers.rollout.base import SamplingParams
 from verl.workers.rollout.hf_engine import HFRolloutEngine, prefill_inputs
 from verl.workers.rollout.kv_cache import SlotKVCache
+from verl.workers.rollout.prefix_store import PrefixStore
 from verl.workers.rollout.sampler import as_int64, counter_uniform, sample_next_tokens, splitmix64
 
 torch.set_num_threads(1)
@@ -476,24 +477,97 @@ def test_finished_rows_leave_and_moved_rows_keep_their_cache():
         assert torch.allclose(torch.tensor(out.log_probs), expected, atol=1e-5)
 
 
+def test_prefix_store_finds_the_longest_stored_prefix_and_starts_over_when_full():
+    def kv(length: int, fill: float) -> list[torch.Tensor]:
+        return [torch.full((1, length, 2), fill)]  # one layer, 1 kv head, head dim 2: 8 bytes a column
+
+    store = PrefixStore(max_bytes=2 * 8 * 10)  # keys and values of 10 columns
+    store.add([1, 2, 3], kv(3, 1.0), kv(3, -1.0))
+    store.add([1, 2, 4, 5], kv(4, 2.0), kv(4, -2.0))
+    assert store.longest([7, 1]) is None
+    match = store.longest([1, 2, 3, 9])
+    assert match.length == 3 and match.keys[0][0, :, 0].tolist() == [1.0] * 3
+    match = store.longest([1, 2, 9])  # both entries hold [1, 2]: the latest one answers
+    assert match.length == 2 and match.values[0][0, 0, 0] == -2.0
+    store.add([6, 6, 6, 6], kv(4, 3.0), kv(4, -3.0))  # 7 + 4 columns > 10: the store starts over
+    assert store.longest([1, 2]) is None and store.longest([6, 6]).length == 2
+    store.add(list(range(11)), kv(11, 4.0), kv(11, -4.0))  # larger than the whole budget: not kept
+    assert store.longest([0, 1]) is None
+
+
+def test_identical_prompts_prefill_once_and_sample_as_if_apart():
+    model = make_model()
+    prompt = make_prompt(12)
+    requests = [(prompt, SamplingParams(max_new_tokens=10, seed=s)) for s in range(4)]
+    requests.append((make_prompt(5, offset=3), SamplingParams(max_new_tokens=10, seed=9)))
+    shared = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD)
+    outputs = run(shared, requests)
+    assert shared.num_prefill_tokens == 12 + 5 and shared.num_reused_prompt_tokens == 3 * 12
+    apart = run_one_at_a_time(HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD), requests)
+    for out, alone in zip(outputs, apart, strict=True):
+        assert out.token_ids == alone.token_ids
+        assert torch.allclose(torch.tensor(out.log_probs), torch.tensor(alone.log_probs), atol=1e-5)
+
+
+def test_delethink_chunks_reuse_the_question_and_head_and_sample_the_same_tokens():
+    from verl.agent_loop.delethink import DelethinkAgentLoop
+    from verl.agent_loop.delethink_params import DelethinkParams
+    from verl.agent_loop.manager import run_agent_loops
+    from verl.data.rl_dataset import PromptItem
+
+    model = make_model()
+    params = DelethinkParams(chunk_size=16, keep_head=4, keep_tail=4, max_chunks=4)
+    items = [PromptItem(make_prompt(6 + i, offset=i), "test", "0") for i in range(3)]
+    sampling = [SamplingParams(max_new_tokens=16, seed=i) for i in range(3)]
+
+    def rollout(engine):
+        return asyncio.run(run_agent_loops(DelethinkAgentLoop(engine, params), items, sampling))
+
+    reusing = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD)
+    whole = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD, prefix_store_bytes=0)
+    got, expected = rollout(reusing), rollout(whole)
+    for a, b in zip(got, expected, strict=True):
+        assert [t.response_ids for t in a.turns] == [t.response_ids for t in b.turns]
+        for ta, tb in zip(a.turns, b.turns, strict=True):
+            assert torch.allclose(
+                torch.tensor(ta.rollout_log_probs), torch.tensor(tb.rollout_log_probs), atol=1e-5
+            )
+    # chunks 2..4 of every trace start with question + head, so those tokens are copied, not prefilled
+    questions = sum(len(it.prompt_ids) for it in items)
+    assert reusing.num_reused_prompt_tokens >= 3 * (questions + 3 * params.keep_head)
+    assert reusing.num_prefill_tokens + reusing.num_reused_prompt_tokens == whole.num_prefill_tokens
+    assert whole.num_reused_prompt_tokens == 0
+
+
 def test_prefill_inputs_left_pad_and_mask_by_hand():
-    input_ids, mask, position_ids = prefill_inputs([[5, 6, 7], [8]], pad_token_id=0)
+    input_ids, mask, position_ids = prefill_inputs([[5, 6, 7], [8]], [0, 0], pad_token_id=0)
     assert input_ids.tolist() == [[5, 6, 7], [0, 0, 8]]
     assert position_ids.tolist() == [[0, 1, 2], [0, 0, 0]]
-    assert mask.shape == (2, 1, 3, 3)
+    assert mask.shape == (2, 1, 3, 3)  # keys are slot columns: column = position
     assert mask[0, 0].int().tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]  # causal
-    # the padded row: its one real token sees only itself; padding queries see only themselves
-    assert mask[1, 0].int().tolist() == [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
-    _, no_mask, positions = prefill_inputs([[5, 6], [7, 8]], pad_token_id=0)
+    # the padded row: its one real token (position 0) sees column 0; padding queries see column 0 only
+    assert mask[1, 0].int().tolist() == [[1, 0, 0], [1, 0, 0], [1, 0, 0]]
+    _, no_mask, positions = prefill_inputs([[5, 6], [7, 8]], [0, 0], pad_token_id=0)
     assert no_mask is None and positions.tolist() == [[0, 1], [0, 1]]  # unpadded: sdpa's causal path
+
+
+def test_prefill_inputs_feed_only_what_is_not_cached():
+    # row 0: 3 of its 5 tokens cached, feeds [8, 9] at positions 3, 4; row 1: nothing cached, feeds 2
+    input_ids, mask, position_ids = prefill_inputs([[5, 6, 7, 8, 9], [1, 2]], [3, 0], pad_token_id=0)
+    assert input_ids.tolist() == [[8, 9], [1, 2]]
+    assert position_ids.tolist() == [[3, 4], [0, 1]]
+    assert mask.shape == (2, 1, 2, 5)
+    assert mask[0, 0].int().tolist() == [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]
+    assert mask[1, 0].int().tolist() == [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0]]
 
 
 def test_slot_cache_moves_survivors_into_holes_and_writes_decode_columns():
     cache = SlotKVCache(max_rows=8, max_columns=8)
     # five left-padded prompts of lengths 1..5 (width 5); row r's keys all hold r, its values r + 10
     keys = torch.arange(5.0).view(5, 1, 1, 1).expand(5, 1, 5, 2)
-    cache.begin_prefill(torch.tensor([1, 2, 3, 4, 5]))
-    assert cache.update(keys, keys + 10, layer_idx=0)[0] is keys  # a prefill attends to itself
+    cache.begin_prefill(torch.tensor([1, 2, 3, 4, 5]), [None] * 5)
+    attended, _ = cache.update(keys, keys + 10, layer_idx=0)  # a prefill attends to its slots' columns
+    assert attended[:, 0, :, 0].tolist() == [[r] * (r + 1) + [0.0] * (4 - r) for r in range(5)]
     cache.end_prefill()
 
     # rows 1 and 2 finish: rows 3 and 4 move into slots 1 and 2 (copying only those two)
@@ -518,12 +592,12 @@ def test_slot_cache_moves_survivors_into_holes_and_writes_decode_columns():
 def test_slot_cache_grows_as_rows_join_and_lengthen_keeping_their_contents():
     cache = SlotKVCache(max_rows=5, max_columns=10)
     first = torch.ones(2, 1, 3, 2)
-    cache.begin_prefill(torch.tensor([3, 2]))
+    cache.begin_prefill(torch.tensor([3, 2]), [None, None])
     cache.update(first, first, layer_idx=0)
     cache.end_prefill()
     assert cache.keys[0].shape == (2, 1, 3, 2)  # just the prompts: no column reserved ahead
     second = torch.full((2, 1, 4, 2), 2.0)
-    cache.begin_prefill(torch.tensor([4, 4]))
+    cache.begin_prefill(torch.tensor([4, 4]), [None, None])
     cache.update(second, second, layer_idx=0)
     cache.end_prefill()
     # doubling: rows min(5, max(4, 2 * 2)) = 4; columns max(4, 2 * 3) = 6

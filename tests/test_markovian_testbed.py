@@ -66,7 +66,10 @@ def test_claim_b_needs_a_rising_delethink_and_a_small_longcot_gain():
 
 
 def timed(wall_s: float, thinking_tokens: int) -> dict:
-    return {"wall_s": wall_s, "thinking_tokens": thinking_tokens, "prefill_s": 0.5, "prefill_tokens": 100}
+    return {
+        "wall_s": wall_s, "thinking_tokens": thinking_tokens, "prefill_s": 0.5, "prefill_tokens": 100,
+        "reused_prompt_tokens": 40,
+    }  # fmt: skip
 
 
 def test_claim_c_step_batch_rollout_and_per_token_growth():
@@ -77,11 +80,14 @@ def test_claim_c_step_batch_rollout_and_per_token_growth():
     ]
     for r in rows:
         r["delethink_over_longcot"] = r["delethink"]["wall_s"] / r["longcot"]["wall_s"]
-    timing = {"prompts": 16, "samples": 8, "repeats": 3, "rows": rows}
+    as_trained = {"budget": 512, "longcot": timed(4.0, 3000), "delethink": timed(4.4, 3100)}
+    as_trained["delethink_over_longcot"] = 1.1
+    timing = {"prompts": 16, "samples": 8, "repeats": 3, "rows": rows, "as_trained": as_trained}
     lines, cost = report.claim_c({}, timing, 512, 128, 64)
     text = "\n".join(lines)
-    assert "| 512 | 7 | 5.12 | 6.14 | 1.20 | 1.000 | 1.200 | 0.50 (100) |" in text
-    assert "at B = 512: Delethink / LongCoT = 1.20 (target < 1): **not held**" in text
+    assert "| 512 | 7 | 5.12 | 6.14 | 1.20 | 1.000 | 1.200 | 0.50 (100 / 40) |" in text
+    assert "Delethink 4.40 s (3100 thinking tokens), LongCoT 4.00 s (3000)" in text
+    assert "Delethink / LongCoT = 1.10 (target < 1): **not held**" in text
     assert "budgets at which Delethink's rollout is the cheaper one: [1024, 2048]" in text
     assert "longcot: per-token time at 2048 / at 512 = 2.00x" in text
     assert "delethink: per-token time at 2048 / at 512 = 1.10x" in text

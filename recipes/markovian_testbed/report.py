@@ -168,7 +168,7 @@ def claim_c(
         f"budget; both trained models alternate in one process, median of {timing['repeats']} repeats.",
         "",
         "| budget | I | LongCoT s | Delethink s | Delethink / LongCoT | LongCoT ms/token "
-        "| Delethink ms/token | Delethink prefill s (tokens) |",
+        "| Delethink ms/token | Delethink prefill s (tokens prefilled / copied) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -176,15 +176,18 @@ def claim_c(
         lines.append(
             f"| {r['budget']} | {r['max_chunks']} | {lc['wall_s']:.2f} | {dt['wall_s']:.2f} | "
             f"{r['delethink_over_longcot']:.2f} | {ms_per_token(lc):.3f} | "
-            f"{ms_per_token(dt):.3f} | {dt['prefill_s']:.2f} ({dt['prefill_tokens']}) |"
+            f"{ms_per_token(dt):.3f} | {dt['prefill_s']:.2f} ({dt['prefill_tokens']} / "
+            f"{dt['reused_prompt_tokens']}) |"
         )
     lines.append("")
-    at_b = next((r for r in rows if r["budget"] == budget), None)
-    if at_b is not None:
-        ratio = at_b["delethink_over_longcot"]
-        lines.append(
-            f"- at B = {budget}: Delethink / LongCoT = {ratio:.2f} (target < 1): {verdict(ratio < 1)}"
-        )
+    trained = timing["as_trained"]
+    lc, dt, ratio = trained["longcot"], trained["delethink"], trained["delethink_over_longcot"]
+    lines.append(
+        f"- at {trained['budget']} with end-of-sequence honoured, as in training: "
+        f"Delethink {dt['wall_s']:.2f} s ({dt['thinking_tokens']} thinking tokens), "
+        f"LongCoT {lc['wall_s']:.2f} s ({lc['thinking_tokens']}); "
+        f"Delethink / LongCoT = {ratio:.2f} (target < 1): {verdict(ratio < 1)}"
+    )
     cheaper = [r["budget"] for r in rows if r["delethink_over_longcot"] < 1]
     lines.append(f"- budgets at which Delethink's rollout is the cheaper one: {cheaper or 'none measured'}")
     if len(rows) >= 2:

@@ -10,8 +10,10 @@ from other processes hits both alike; the medians and their ratio are what to re
 ignored, so every sample writes its whole budget: the time measures the length, not where a model
 happened to stop, and both environments produce the same number of thinking tokens. LongCoT at budget b
 is one request of b new tokens; Delethink is C new tokens, then chunks of C - m, I = 1 + (b - C)/(C - m)
-chunks in all, each prefilling question + carry-over again. The engine's counters split each run's
-time into prefill and decode.
+chunks in all, each prefilling question + carry-over again (less what the engine copies: identical
+prompts of one group, and the question and head a chunk shares with the trace's previous chunk). The
+engine's counters split each run's time into prefill and decode. One more pair at the first budget
+honours end-of-sequence, as training does: the rollout of an RL step as it happens.
 """
 
 from __future__ import annotations
@@ -64,18 +66,24 @@ def _time_one(engine, loop, items, params) -> dict[str, float]:
 
     def counters() -> tuple[float, ...]:
         e = engine
-        return e.num_prefill_tokens, e.prefill_seconds, e.decode_seconds, e.num_forward_calls
+        return (
+            e.num_prefill_tokens, e.num_reused_prompt_tokens, e.prefill_seconds, e.decode_seconds,
+            e.num_forward_calls,
+        )  # fmt: skip
 
     before = counters()
     start = time.perf_counter()
     trajectories = asyncio.run(run_agent_loops(loop, items, params))
     wall = time.perf_counter() - start
-    prefill_tokens, prefill_s, decode_s, forwards = (a - b for a, b in zip(counters(), before, strict=True))
+    prefilled, reused, prefill_s, decode_s, forwards = (
+        a - b for a, b in zip(counters(), before, strict=True)
+    )
     return {
         "wall_s": wall,
         "thinking_tokens": sum(len(turn.response_ids) for t in trajectories for turn in t.turns),
         "requests": sum(len(t.turns) for t in trajectories),
-        "prefill_tokens": prefill_tokens,
+        "prefill_tokens": prefilled,
+        "reused_prompt_tokens": reused,  # copied: a repeated prompt, or a prefix of a finished row
         "prefill_s": prefill_s,
         "decode_s": decode_s,
         "forwards": forwards,
@@ -125,26 +133,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     questions = load_prompts([args.data], tokenizer, "prompt", args.max_question_tokens, True)[: args.prompts]
     items = [item for item in questions for _ in range(args.samples)]
 
-    def params(max_new_tokens: int) -> list[SamplingParams]:
+    def params(max_new_tokens: int, ignore_eos: bool = True) -> list[SamplingParams]:
         # sample j of problem p: the same seed in both environments, so their first C tokens agree
         seeds = [derive_seed(args.seed, *divmod(i, args.samples)) for i in range(len(items))]
-        return [SamplingParams(max_new_tokens, seed=seed, ignore_eos=True) for seed in seeds]
+        return [SamplingParams(max_new_tokens, seed=seed, ignore_eos=ignore_eos) for seed in seeds]
 
-    for _, engine in loaded.values():  # warm-up: the first forwards of a process pay one-off start-up costs
-        _time_one(engine, SingleTurnAgentLoop(engine), items, params(args.chunk))
-
-    print(
-        f"{len(questions)} problems x {args.samples} samples, temperature 1, end-of-sequence ignored; "
-        f"median of {args.repeats} alternating repeats; Delethink C = {args.chunk}, m = {carry}"
-    )
-    print(f"{'budget':>7}{'I':>4}{'LongCoT s':>11}{'Delethink s':>13}{'DT/LC':>7}{'DT prefill s':>14}"
-          f"{'DT decode s':>13}{'LC decode s':>13}")  # fmt: skip
-    rows = []
-    for budget in tqdm(budgets, desc="budgets", unit="budget", leave=False):
+    def time_both(budget: int, ignore_eos: bool) -> dict[str, Any]:
+        """Both environments at one budget, alternating; the medians and their ratio."""
         dt_params = DelethinkParams(args.chunk, args.keep_head, args.keep_tail, None, chunks[budget])
         setups = {
-            "longcot": (SingleTurnAgentLoop(loaded["longcot"][1]), params(budget)),
-            "delethink": (DelethinkAgentLoop(loaded["delethink"][1], dt_params), params(args.chunk)),
+            "longcot": (SingleTurnAgentLoop(loaded["longcot"][1]), params(budget, ignore_eos)),
+            "delethink": (
+                DelethinkAgentLoop(loaded["delethink"][1], dt_params),
+                params(args.chunk, ignore_eos),
+            ),
         }
         runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
         for repeat in range(args.repeats):
@@ -153,17 +155,37 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 runs[mode].append(_time_one(loop.engine, loop, items, sampling))
         row = {"budget": budget, "max_chunks": chunks[budget], **{m: _median_row(r) for m, r in runs.items()}}
         row["delethink_over_longcot"] = row["delethink"]["wall_s"] / row["longcot"]["wall_s"]
-        rows.append(row)
+        return row
+
+    for _, engine in loaded.values():  # warm-up: the first forwards of a process pay one-off start-up costs
+        _time_one(engine, SingleTurnAgentLoop(engine), items, params(args.chunk))
+
+    print(
+        f"{len(questions)} problems x {args.samples} samples, temperature 1, end-of-sequence ignored unless "
+        f"said; median of {args.repeats} alternating repeats; Delethink C = {args.chunk}, m = {carry}"
+    )
+    print(f"{'budget':>7}{'I':>4}{'LongCoT s':>11}{'Delethink s':>13}{'DT/LC':>7}{'DT prefill s':>14}"
+          f"{'DT decode s':>13}{'LC decode s':>13}")  # fmt: skip
+
+    def show(row: dict[str, Any], note: str = "") -> None:
         lc, dt = row["longcot"], row["delethink"]
         tqdm.write(
-            f"{budget:>7}{chunks[budget]:>4}{lc['wall_s']:>11.2f}{dt['wall_s']:>13.2f}"
+            f"{row['budget']:>7}{row['max_chunks']:>4}{lc['wall_s']:>11.2f}{dt['wall_s']:>13.2f}"
             f"{row['delethink_over_longcot']:>7.2f}{dt['prefill_s']:>14.2f}{dt['decode_s']:>13.2f}"
-            f"{lc['decode_s']:>13.2f}"
+            f"{lc['decode_s']:>13.2f}{note}"
         )
+
+    # as in training first: end-of-sequence ends a sample, each model thinks as long as it does
+    as_trained = time_both(budgets[0], ignore_eos=False)
+    show(as_trained, "  (end-of-sequence honoured, as in training)")
+    rows = []
+    for budget in tqdm(budgets, desc="budgets", unit="budget", leave=False):
+        rows.append(time_both(budget, ignore_eos=True))
+        show(rows[-1])
     result = {
         "prompts": len(questions), "samples": args.samples, "repeats": args.repeats, "chunk": args.chunk,
         "keep_head": args.keep_head, "keep_tail": args.keep_tail, "num_threads": args.num_threads,
-        "rows": rows,
+        "as_trained": as_trained, "rows": rows,
     }  # fmt: skip
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(args.out), json.dumps(result, indent=2) + "\n")

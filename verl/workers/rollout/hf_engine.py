@@ -8,6 +8,12 @@ decode forward advances every running row by one token. A row leaves the batch t
 and its future is resolved at once; the task yields to the event loop between steps, so a caller's
 next request (Delethink's next chunk, a gym turn) joins the running batch at the next step instead
 of waiting for the slowest row.
+
+Prompts are not prefilled twice within a rollout: requests that join with the same prompt (a
+group's samples) prefill it once and copy its keys and values, and a finished row's keys and values
+go to a prefix store (`prefix_store.py`) from which a later prompt that starts with the same tokens
+copies the common part (Delethink's next chunk: the question and the head of the thinking; a gym
+turn: the whole previous turn). The store empties when the engine goes idle.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import transformers
 
 from verl.workers.rollout.base import GenerateOutput, RolloutEngine, SamplingParams
 from verl.workers.rollout.kv_cache import SlotKVCache
+from verl.workers.rollout.prefix_store import PrefixMatch, PrefixStore
 from verl.workers.rollout.sampler import as_int64, counter_uniform, sample_next_tokens
 
 
@@ -95,26 +102,30 @@ def _check_request(
 
 
 def prefill_inputs(
-    prompts: list[list[int]], pad_token_id: int
+    prompts: list[list[int]], cached: list[int], pad_token_id: int
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """Left-padded (input_ids, attention mask (rows, 1, width, width), position_ids) for prefilling
-    `prompts` together. Left padding puts every prompt's last token in the last column, so the
-    forward's last column holds every row's next-token logits. The mask is None when no row is
-    padded: attention is then plain causal, which sdpa runs without materialising a mask."""
-    width = max(len(p) for p in prompts)
-    input_ids = torch.full((len(prompts), width), pad_token_id, dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
-    pads = width - torch.tensor([len(p) for p in prompts])
-    columns = torch.arange(width)
-    position_ids = (columns - pads.unsqueeze(-1)).clamp(min=0)
-    if not bool(pads.any()):
+    """(input_ids, attention mask (rows, 1, width, columns), position_ids) for prefilling `prompts`
+    together when the first cached[i] tokens of prompt i are already in its cache slot. The forward
+    feeds the rest, left-padded, so every row's last token sits in the last column and the forward's
+    last column holds every row's next-token logits. Keys are in slot columns (column = position,
+    `SlotKVCache`), so the query at position p attends to columns 0..p. The mask is None when no row
+    is padded or cached: attention is then plain causal, which sdpa runs without materialising a mask."""
+    fed = [p[c:] for p, c in zip(prompts, cached, strict=True)]
+    width = max(len(f) for f in fed)
+    input_ids = torch.full((len(fed), width), pad_token_id, dtype=torch.long)
+    for row, tokens in enumerate(fed):
+        input_ids[row, width - len(tokens) :] = torch.tensor(tokens)
+    pads = width - torch.tensor([len(f) for f in fed])
+    starts = torch.tensor(cached)
+    position_ids = (starts.unsqueeze(-1) + torch.arange(width) - pads.unsqueeze(-1)).clamp(min=0)
+    if not bool(pads.any()) and not bool(starts.any()):
         return input_ids, None, position_ids
-    real_key = columns >= pads.unsqueeze(-1)  # (rows, key)
-    causal = columns.unsqueeze(-1) >= columns  # (query, key)
-    # A padding query sees no real key; letting it see itself keeps its softmax finite (an all-masked
-    # row would be NaN). No real query ever attends to a padding column.
-    mask = (causal & real_key.unsqueeze(1)) | torch.eye(width, dtype=torch.bool)
+    columns = torch.arange(max(len(p) for p in prompts))
+    mask = columns <= position_ids.unsqueeze(-1)  # (rows, query, column)
+    # A padding query sees only column 0 (a real token of its row), so its softmax stays finite; no
+    # real query ever attends to it.
+    padding = torch.arange(width) < pads.unsqueeze(-1)
+    mask[padding] = columns == 0
     return input_ids, mask.unsqueeze(1), position_ids
 
 
@@ -126,6 +137,7 @@ class HFRolloutEngine(RolloutEngine):
         pad_token_id: int,
         max_num_seqs: int = 256,
         seed: int = 0,
+        prefix_store_bytes: int = 256 * 2**20,
     ):
         if max_num_seqs < 1:
             raise ValueError(f"max_num_seqs={max_num_seqs}; it must be >= 1")
@@ -147,10 +159,12 @@ class HFRolloutEngine(RolloutEngine):
         self._running: list[_Request] = []  # request i decodes in cache slot i
         self._rows: _Rows | None = None
         self._cache = SlotKVCache(max_rows=max_num_seqs, max_columns=self.max_positions)
+        self._prefixes = PrefixStore(prefix_store_bytes)  # 0 bytes: every prompt is prefilled whole
         self._worker: asyncio.Task | None = None
         self.num_forward_calls = 0
         self.num_prefills = 0  # prefill forwards: each admits a group of queued requests into the batch
-        self.num_prefill_tokens = 0  # prompt tokens prefilled (padding not counted)
+        self.num_prefill_tokens = 0  # prompt tokens through a prefill forward (padding not counted)
+        self.num_reused_prompt_tokens = 0  # prompt tokens copied instead (same prompt, or a stored prefix)
         self.max_rows_per_forward = 0
         # wall time in prefill steps (forward + first draws) and decode steps, for cost breakdowns
         self.prefill_seconds = 0.0
@@ -213,6 +227,7 @@ class HFRolloutEngine(RolloutEngine):
         finally:
             self._worker = None
             self._cache.clear()  # idle: give the KV memory back
+            self._prefixes.clear()
 
     def _drop_running(self, error: Exception | None) -> None:
         """Fail every running request with `error` (cancel it when None) and empty the batch."""
@@ -225,6 +240,7 @@ class HFRolloutEngine(RolloutEngine):
                 request.future.set_exception(error)
         self._running, self._rows = [], None
         self._cache.clear()
+        self._prefixes.clear()
 
     def _step(self) -> None:
         self._admit_pending()
@@ -236,20 +252,39 @@ class HFRolloutEngine(RolloutEngine):
         if not joining:
             return
         del self._pending[: len(joining)]
+        start = time.perf_counter()
+        # one forward row per distinct prompt; a repeated prompt copies its leader's row and logits
+        same_prompt: dict[tuple[int, ...], list[_Request]] = {}
+        for request in joining:
+            same_prompt.setdefault(tuple(request.prompt_ids), []).append(request)
+        leaders = [group[0] for group in same_prompt.values()]
+        followers = [r for group in same_prompt.values() for r in group[1:]]
+        leader_of = [i for i, group in enumerate(same_prompt.values()) for _ in group[1:]]
         first_row = len(self._running)
-        self._running += joining
-        rows = _Rows.of(joining)
+        self._running += leaders + followers
+        rows = _Rows.of(leaders + followers)
         self._rows = rows if self._rows is None else self._rows.extended(rows)
 
-        start = time.perf_counter()
+        prompts = [r.prompt_ids for r in leaders]
+        matches = [self._stored_prefix(p) for p in prompts]
+        cached = [0 if m is None else m.length for m in matches]
         self.num_prefills += 1
-        self.num_prefill_tokens += sum(len(r.prompt_ids) for r in joining)
-        input_ids, mask, position_ids = prefill_inputs([r.prompt_ids for r in joining], self.pad_token_id)
-        self._cache.begin_prefill(torch.tensor([len(r.prompt_ids) for r in joining]))
+        self.num_prefill_tokens += sum(len(p) - c for p, c in zip(prompts, cached, strict=True))
+        self.num_reused_prompt_tokens += sum(cached) + sum(len(r.prompt_ids) for r in followers)
+        input_ids, mask, position_ids = prefill_inputs(prompts, cached, self.pad_token_id)
+        self._cache.begin_prefill(torch.tensor([len(p) for p in prompts]), matches)
         logits = self._forward(input_ids, mask, position_ids)
         self._cache.end_prefill()
+        if followers:
+            self._cache.copy_rows([first_row + i for i in leader_of])
+            logits = torch.cat([logits, logits[leader_of]])
         self._sample(logits, first_row)
         self.prefill_seconds += time.perf_counter() - start
+
+    def _stored_prefix(self, prompt: list[int]) -> PrefixMatch | None:
+        """The stored keys and values of the longest stored prefix of `prompt`, leaving at least its
+        last token to the forward (its logits give the first new token)."""
+        return self._prefixes.longest(prompt[:-1])
 
     def _decode(self) -> None:
         assert self._rows is not None
@@ -310,6 +345,11 @@ class HFRolloutEngine(RolloutEngine):
         # against keeping finished rows (tiny Qwen2, 1 thread, 64 rows of ragged length, contexts 64
         # and 256): 1.3-1.5x the tok/s, 2.6-3.5x when one long row outlives the rest.
         assert self._rows is not None
+        if self._prefixes.max_bytes:
+            # what a later prompt may start with: the prompt and every sampled token but the last
+            for slot, (keys, values) in zip(slots, self._cache.rows(slots), strict=True):
+                request = self._running[slot]
+                self._prefixes.add(request.prompt_ids + request.token_ids[:-1], keys, values)
         finished = set(slots)
         order = self._cache.keep_rows([s for s in range(len(self._running)) if s not in finished])
         self._running = [self._running[slot] for slot in order]

@@ -5,7 +5,9 @@ dim). The request in slot r owns row r; its tokens sit in columns 0..length-1, s
 is its position, whatever the other rows hold. A decode step writes one column per row in place
 (where `DynamicCache` copies the whole cache with `torch.cat` every step) and attends over a view of
 the first max-length + 1 columns, masking each row past its own length. Requests join by a prefill
-that copies their prompt's keys and values into the next free slots, and leave by moving later
+that writes their prompt's keys and values into the next free slots (the part of a prompt found in
+the engine's prefix store is copied from there, and only the rest goes through the forward; a
+prompt identical to another joining one is copied from its row), and leave by moving later
 rows into the freed slots, so the running rows are always slots 0..n-1 and only moved rows are
 copied. Capacity doubles when the rows outgrow it (a handful of copies per batch), so memory
 follows the longest row rather than the largest budget a request asked for.
@@ -21,10 +23,13 @@ from dataclasses import dataclass
 import torch
 from transformers import Cache
 
+from verl.workers.rollout.prefix_store import PrefixMatch
+
 
 @dataclass(frozen=True)
 class _Prefill:
-    prompt_lens: torch.Tensor  # (new rows,) tokens of each left-padded prompt
+    prompt_lens: torch.Tensor  # (new rows,) whole prompt lengths
+    prefixes: list[PrefixMatch | None]  # per new row: its first columns, copied from the prefix store
 
 
 @dataclass(frozen=True)
@@ -58,10 +63,13 @@ class SlotKVCache(Cache):
         self.lengths = torch.zeros(0, dtype=torch.long)
         self._next = None
 
-    def begin_prefill(self, prompt_lens: torch.Tensor) -> None:
-        """The next forward prefills len(prompt_lens) left-padded prompts (all ending in the last
-        column): store row i's keys and values in slot num_rows + i, then `end_prefill`."""
-        self._next = _Prefill(prompt_lens.to(self.lengths.device))
+    def begin_prefill(self, prompt_lens: torch.Tensor, prefixes: list[PrefixMatch | None]) -> None:
+        """The next forward prefills len(prompt_lens) prompts: new row i's prompt has prompt_lens[i]
+        tokens, of which the first prefixes[i].length (0 when None) come from the prefix store and the
+        rest are the forward's left-padded row i (ending in the last column). Row i goes to slot
+        num_rows + i, at columns 0..prompt_lens[i]-1; the forward attends over those slots' columns,
+        so its mask is in slot columns (`prefill_inputs`). Then `end_prefill`."""
+        self._next = _Prefill(prompt_lens.to(self.lengths.device), prefixes)
 
     def end_prefill(self) -> None:
         assert isinstance(self._next, _Prefill)
@@ -92,13 +100,13 @@ class SlotKVCache(Cache):
                 empty = key_states.new_zeros(0, key_states.shape[1], 0, key_states.shape[3])
                 self.keys.append(empty)
                 self.values.append(empty)
-            self._reserve(layer_idx, self.num_rows + len(step.prompt_lens), key_states.shape[2])
-            for buffer, states in (
-                (self.keys[layer_idx], key_states),
-                (self.values[layer_idx], value_states),
-            ):
-                self._store_prompts(buffer, states, step.prompt_lens)
-            return key_states, value_states  # the prompts attend to themselves, not to other rows
+            new_rows = slice(self.num_rows, self.num_rows + len(step.prompt_lens))
+            width = int(step.prompt_lens.max())
+            self._reserve(layer_idx, new_rows.stop, width)
+            keys, values = self.keys[layer_idx], self.values[layer_idx]
+            self._store_prompts(keys, key_states, step, layer_idx, "keys")
+            self._store_prompts(values, value_states, step, layer_idx, "values")
+            return keys[new_rows, :, :width], values[new_rows, :, :width]
         if isinstance(step, _Decode):
             keys, values = self.keys[layer_idx], self.values[layer_idx]
             keys[step.rows, :, self.lengths] = key_states[:, :, 0]
@@ -106,13 +114,43 @@ class SlotKVCache(Cache):
             return keys[: self.num_rows, :, : step.width], values[: self.num_rows, :, : step.width]
         raise RuntimeError("SlotKVCache.update called outside begin_prefill / begin_decode")
 
-    def _store_prompts(self, buffer: torch.Tensor, states: torch.Tensor, prompt_lens: torch.Tensor) -> None:
-        # Left padding: prompt i is the last prompt_lens[i] columns of its row; it goes to columns
-        # 0..len-1 of its slot. Its keys were rotated at positions 0..len-1, so they are exactly what an
-        # unpadded forward would cache.
+    def _store_prompts(
+        self, buffer: torch.Tensor, states: torch.Tensor, step: _Prefill, layer_idx: int, kind: str
+    ) -> None:
+        # Row i's stored prefix goes to columns 0..p-1 of its slot and the forward's row i (left padded:
+        # its tokens are the last len - p columns) to columns p..len-1. The forward rotated its keys at
+        # positions p..len-1, so the slot holds exactly what an unpadded forward of the prompt would.
         width = states.shape[2]
-        for i, length in enumerate(prompt_lens.tolist()):
-            buffer[self.num_rows + i, :, :length] = states[i, :, width - length :]
+        for i, (length, prefix) in enumerate(zip(step.prompt_lens.tolist(), step.prefixes, strict=True)):
+            cached = 0 if prefix is None else prefix.length
+            if cached:
+                stored = (prefix.keys if kind == "keys" else prefix.values)[layer_idx]
+                buffer[self.num_rows + i, :, :cached] = stored[:, :cached]
+            buffer[self.num_rows + i, :, cached:length] = states[i, :, width - (length - cached) :]
+
+    def copy_rows(self, sources: list[int]) -> None:
+        """Append one new row per entry of `sources`, holding a copy of that running row's cache."""
+        source = torch.tensor(sources, dtype=torch.long)
+        used = int(self.lengths[source].max())
+        target = slice(self.num_rows, self.num_rows + len(sources))
+        for layer_idx in range(len(self.keys)):
+            self._reserve(layer_idx, target.stop, used)
+        for buffer in self.keys + self.values:
+            buffer[target, :, :used] = buffer[source, :, :used]
+        self.lengths = torch.cat([self.lengths, self.lengths[source]])
+
+    def rows(self, slots: list[int]) -> list[tuple[list[torch.Tensor], list[torch.Tensor]]]:
+        """Per slot in `slots`: a copy of its keys and values per layer, (kv heads, its length, head
+        dim). One gather per layer copies them all; each slot's tensors are views into it."""
+        index = torch.tensor(slots, dtype=torch.long)
+        lengths = self.lengths[index].tolist()
+        width = max(lengths)
+        keys = [k[index, :, :width] for k in self.keys]  # advanced indexing copies
+        values = [v[index, :, :width] for v in self.values]
+        return [
+            ([k[i, :, :length] for k in keys], [v[i, :, :length] for v in values])
+            for i, length in enumerate(lengths)
+        ]
 
     def _reserve(self, layer_idx: int, rows: int, columns: int) -> None:
         """Make layer `layer_idx`'s buffers hold `rows` rows of `columns` columns. Growing doubles the
