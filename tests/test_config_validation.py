@@ -81,7 +81,8 @@ BAD_VALUES = [
     (
         "tiny_longcot",
         "algorithm.adv_estimator=gae",
-        "algorithm.adv_estimator='gae': must be one of ['grpo', 'rloo']",
+        "algorithm.adv_estimator='gae': must be one of ['grpo', 'rloo', 'reinforce_plus_plus', "
+        "'reinforce_plus_plus_baseline', 'remax']",
     ),
     (
         "tiny_longcot",

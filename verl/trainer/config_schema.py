@@ -183,7 +183,8 @@ class ActorConfig:
     clip_ratio_high: float = 0.2  # PPO clip: ratio <= 1 + clip_ratio_high
     clip_ratio_c: float = 3.0  # dual-clip bound for negative advantages (> 1)
     tis_imp_ratio_cap: float = -1.0  # truncated importance sampling cap on trainer/engine ratio; <= 0: off
-    # set by the environment; how per-token losses become one number (core_algos.LOSS_AGG_MODES)
+    # set by the environment; how per-token losses become one number (core_algos.LOSS_AGG_MODES;
+    # seq-mean-token-sum-norm, Dr. GRPO's: a trajectory's token sum over the thinking budget)
     loss_agg_mode: str = "seq-mean-token-norm-trace-length"
     entropy_coeff: float = 0.0  # weight of the entropy bonus
     use_kl_loss: bool = False  # add a KL penalty to a frozen reference model
@@ -374,9 +375,36 @@ class FilterGroupsConfig:
 
 
 @dataclass
+class KLControlConfig:
+    """algorithm.kl_ctrl: the coefficient of the KL penalty in the reward (algorithm.use_kl_in_reward)."""
+
+    type: str = "fixed"  # fixed: kl_coef throughout | adaptive: PPO's proportional controller to target_kl
+    kl_coef: float = 0.001  # the coefficient (adaptive: its start; checkpoints keep the current value)
+    target_kl: float = 0.1  # adaptive: the mean per-token KL the coefficient steers toward
+    horizon: int = 10000  # adaptive: trajectories over which the coefficient changes by the (<= 20%) error
+
+    def problems(self, key: str) -> list[str]:
+        from verl.trainer.ppo import core_algos
+
+        return _broken(self, key, [
+            _one_of("type", core_algos.KL_CTRL_TYPES),
+            *_non_negative("kl_coef"),
+            *_positive("target_kl", "horizon"),
+        ])  # fmt: skip
+
+
+@dataclass
 class AlgorithmConfig:
-    adv_estimator: str = "grpo"  # grpo | rloo (core_algos.ADV_ESTIMATORS)
-    norm_adv_by_std_in_grpo: bool = True  # divide GRPO advantages by the group's reward std
+    # grpo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax (core_algos.ADV_ESTIMATORS)
+    adv_estimator: str = "grpo"
+    # divide GRPO advantages by the group's reward std; false (with the actor's loss_agg_mode
+    # seq-mean-token-sum-norm): Dr. GRPO
+    norm_adv_by_std_in_grpo: bool = True
+    gamma: float = 1.0  # reinforce_plus_plus: discount of later token rewards, in (0, 1]
+    # subtract kl_ctrl.kl_coef x KL(policy || reference) from every token's reward (not grpo/rloo)
+    use_kl_in_reward: bool = False
+    kl_penalty: str = "kl"  # KL estimator of use_kl_in_reward (core_algos.KL_PENALTY_TYPES)
+    kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)  # the KL-in-reward coefficient
     # dynamic sampling (trainer/ppo/dynamic_sampling.py)
     filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
     # train only on trajectories that ended with EOS (advantages use all)
@@ -387,7 +415,15 @@ class AlgorithmConfig:
     def problems(self, key: str) -> list[str]:
         from verl.trainer.ppo import core_algos
 
-        return _broken(self, key, [_one_of("adv_estimator", core_algos.ADV_ESTIMATORS)])
+        return _broken(self, key, [
+            _one_of("adv_estimator", core_algos.ADV_ESTIMATORS),
+            ("gamma", lambda v: 0 < v <= 1, "must be in (0, 1]"),
+            _one_of("kl_penalty", core_algos.KL_PENALTY_TYPES),
+            ("use_kl_in_reward", lambda v: not v or self.adv_estimator not in core_algos.OUTCOME_ESTIMATORS,
+             f"adv_estimator={self.adv_estimator!r} gives one advantage per trajectory from the scores; "
+             "penalise the KL as a loss (actor_rollout_ref.actor.use_kl_loss) or pick a token-level "
+             "estimator"),
+        ])  # fmt: skip
 
 
 @dataclass
@@ -773,6 +809,12 @@ def _cross_section_errors(c: PolicyIterationConfig) -> list[str]:
         f"must be >= 2 with algorithm.adv_estimator={estimator!r}: a group of one has zero advantage",
     )
     check(
+        estimator != "remax" or not arr.rollout.env_manager.enable,
+        "algorithm.adv_estimator",
+        f"remax generates a greedy baseline per prompt through the worker group; it does not run with "
+        f"{rollout}.env_manager.enable=true",
+    )
+    check(
         arr.rollout.name != "sglang" or tr.device == "cuda",
         f"{rollout}.name",
         f"sglang runs on GPU only, but trainer.device={tr.device!r}; use {rollout}.name=hf on CPU",
@@ -798,8 +840,9 @@ def _cross_section_errors(c: PolicyIterationConfig) -> list[str]:
 
 def config_warnings(c: PolicyIterationConfig) -> list[str]:
     """What a valid config does that is probably not meant, one line each: an ENVIRONMENT_KEYS value
-    other than what the chosen environment sets (a mix runs as asked, but says so), and an explicit
-    Delethink intermediate budget other than C - m (it changes the total thinking budget)."""
+    other than what the chosen environment sets (a mix runs as asked, but says so), the KL penalised
+    both in the reward and in the loss, and an explicit Delethink intermediate budget other than C - m
+    (it changes the total thinking budget)."""
     preset = OmegaConf.load(ENVIRONMENT_DIR / f"{c.environment}.yaml")
     warnings = []
     for key in ENVIRONMENT_KEYS:
@@ -809,11 +852,18 @@ def config_warnings(c: PolicyIterationConfig) -> list[str]:
             and c.agent_loop_class.fits_any_environment
         ):
             continue  # e.g. the gym loop runs on top of either environment (docs/ENVIRONMENTS.md): no mix
+        if key == "actor_rollout_ref.actor.loss_agg_mode" and value == "seq-mean-token-sum-norm":
+            continue  # Dr. GRPO: a trajectory's token sum over a constant in either environment, no mix
         if value != preset_value:
             warnings.append(
                 f"{key}={value!r} mixes thinking environments: environment={c.environment} sets "
                 f"{preset_value!r} (running the mix as asked)"
             )
+    if c.algorithm.use_kl_in_reward and c.actor_rollout_ref.actor.use_kl_loss:
+        warnings.append(
+            "algorithm.use_kl_in_reward=True and actor_rollout_ref.actor.use_kl_loss=True: the KL to the "
+            "reference policy is penalised twice, in the reward and in the loss (running both as asked)"
+        )
     if c.is_delethink:
         p = c.delethink_params
         if p.intermediate_budget != p.derived_intermediate:

@@ -160,14 +160,14 @@ class ActorRolloutRefWorker:
         )
         self.actor = DataParallelPPOActor(
             self.model, self.optimizer, ref_cfg.actor, ref_cfg.rollout.temperature,
-            norm_length=config.data.max_response_length, lr_scheduler=self.lr_scheduler,
+            norm_length=config.thinking_budget, lr_scheduler=self.lr_scheduler,
             use_remove_padding=ref_cfg.model.use_remove_padding,
         )  # fmt: skip
         self.ref = None
-        if ref_cfg.actor.use_kl_loss:
+        if ref_cfg.actor.use_kl_loss or config.algorithm.use_kl_in_reward:
             ref_model = load_causal_lm(ref_cfg.model.path).to(self.device).eval().requires_grad_(False)
             self.ref = DataParallelPPOActor(
-                ref_model, None, ref_cfg.actor, ref_cfg.rollout.temperature, config.data.max_response_length,
+                ref_model, None, ref_cfg.actor, ref_cfg.rollout.temperature, config.thinking_budget,
                 use_remove_padding=ref_cfg.model.use_remove_padding,
             )  # fmt: skip
         eos_ids = eos_token_ids(model, self.tokenizer)
@@ -226,7 +226,10 @@ class ActorRolloutRefWorker:
 
     def compute_ref_log_prob(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.ref is None:
-            raise RuntimeError("no reference policy: actor_rollout_ref.actor.use_kl_loss is false")
+            raise RuntimeError(
+                "no reference policy: actor_rollout_ref.actor.use_kl_loss and "
+                "algorithm.use_kl_in_reward are both false"
+            )
         return self.ref.compute_log_prob(
             self._to_device(batch),
             self.config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu,

@@ -12,6 +12,7 @@ trajectory weighs the same, whatever its chunk count.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -74,6 +75,66 @@ def flat_batch_correction_ratio(num_rows: int, num_trajectories: int) -> float:
             f"need rows >= trajectories >= 1, got {num_rows} rows for {num_trajectories} trajectories"
         )
     return num_rows / num_trajectories
+
+
+@dataclass(frozen=True)
+class TokenLayout:
+    """Where each trajectory's response tokens sit in the training rows.
+
+    A trajectory's tokens are the response tokens of its rows, concatenated in row order (Delethink:
+    its chunks' thinking, in order; each chunk row has a prompt of its own). Token k of the layout is
+    row `row[k]`, response column `column[k]`, and position `position[k]` of trajectory
+    `trajectory[k]`. Per-token values computed per trajectory ([N, L], e.g. token-level advantages)
+    go onto the rows with `to_rows`; row tensors ([R, T], e.g. log-probs) come back with
+    `to_trajectories`. Rows after the first `len(rows)` are padding and get zeros.
+    """
+
+    row: torch.Tensor
+    column: torch.Tensor
+    trajectory: torch.Tensor
+    position: torch.Tensor
+    num_rows: int
+    width: int
+    lengths: torch.Tensor  # [N] tokens of each trajectory
+
+    @classmethod
+    def of(cls, rows: Sequence[TrainRow], num_trajectories: int, num_rows: int, width: int) -> TokenLayout:
+        """The layout of `rows` (unpadded, in training order) inside a [num_rows, width] response block."""
+        if num_rows < len(rows):
+            raise ValueError(f"num_rows={num_rows} is less than the {len(rows)} rows")
+        offsets = [0] * num_trajectories
+        row, column, trajectory, position = [], [], [], []
+        for r, train_row in enumerate(rows):
+            n, i = len(train_row.response_ids), train_row.trajectory_index
+            if n > width:
+                raise ValueError(f"row {r} has {n} response tokens but the batch is {width} wide")
+            row += [r] * n
+            column += range(n)
+            trajectory += [i] * n
+            position += range(offsets[i], offsets[i] + n)
+            offsets[i] += n
+        as_long = functools.partial(torch.tensor, dtype=torch.long)
+        return cls(
+            as_long(row), as_long(column), as_long(trajectory), as_long(position), num_rows, width,
+            as_long(offsets),
+        )  # fmt: skip
+
+    def to_trajectories(self, values: torch.Tensor) -> torch.Tensor:
+        """[num_rows, width] -> [N, max trajectory length] (0 past a trajectory's end)."""
+        if values.shape != (self.num_rows, self.width):
+            raise ValueError(f"expected shape {(self.num_rows, self.width)}, got {tuple(values.shape)}")
+        length = max([1, *self.lengths.tolist()])
+        out = values.new_zeros((self.lengths.shape[0], length))
+        out[self.trajectory, self.position] = values[self.row, self.column]
+        return out
+
+    def to_rows(self, values: torch.Tensor) -> torch.Tensor:
+        """[N, >= max trajectory length] -> [num_rows, width] (0 past a row's response, 0 on padding)."""
+        if values.dim() != 2 or values.shape[0] != self.lengths.shape[0]:
+            raise ValueError(f"expected [{self.lengths.shape[0]}, L] values, got {tuple(values.shape)}")
+        out = values.new_zeros((self.num_rows, self.width))
+        out[self.row, self.column] = values[self.trajectory, self.position]
+        return out
 
 
 def collate_rows(rows: Sequence[TrainRow], pad_token_id: int) -> dict[str, torch.Tensor]:

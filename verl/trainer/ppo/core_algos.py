@@ -13,7 +13,16 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-ADV_ESTIMATORS: tuple[str, ...] = ("grpo", "rloo")
+ADV_ESTIMATORS: tuple[str, ...] = (
+    "grpo",
+    "rloo",
+    "reinforce_plus_plus",
+    "reinforce_plus_plus_baseline",
+    "remax",
+)
+# one advantage per trajectory from the scores alone; the others give each response token its own value
+OUTCOME_ESTIMATORS: tuple[str, ...] = ("grpo", "rloo")
+KL_CTRL_TYPES: tuple[str, ...] = ("fixed", "adaptive")
 LOSS_AGG_MODES: tuple[str, ...] = (
     "token-mean",
     "seq-mean-token-sum",
@@ -116,6 +125,151 @@ def rollout_prob_diff(
     if selected.numel() == 0:
         return 0.0, 0.0
     return float(selected.mean()), float(selected.max())
+
+
+# --------------------------------------------------------------------------------------------------
+# Token-level advantages: [N, L] per trajectory, L covering its trained response tokens in order (for
+# Delethink all its chunks' tokens; batch.TokenLayout maps them to and from the training rows)
+
+
+def place_on_last_token(values: Tensor, mask: Tensor) -> Tensor:
+    """[N] values -> [N, L] token rewards: each value on its trajectory's last masked token, 0 elsewhere
+    (the outcome score is earned by the whole response, so it arrives when the response ends)."""
+    if values.dim() != 1 or mask.dim() != 2 or values.shape[0] != mask.shape[0]:
+        raise ValueError(
+            f"expected values [N] and mask [N, L]; got {tuple(values.shape)}, {tuple(mask.shape)}"
+        )
+    positions = torch.arange(1, mask.shape[1] + 1, device=mask.device)
+    last = (mask.bool() * positions).amax(dim=-1) - 1  # -1: no masked token, nothing to place
+    out = torch.zeros(mask.shape, dtype=values.dtype, device=values.device)
+    has = (last >= 0).nonzero().flatten()
+    out[has, last[has]] = values[has]
+    return out
+
+
+def discounted_returns(token_rewards: Tensor, mask: Tensor, gamma: float) -> Tensor:
+    """G_t = r_t + gamma * G_{t+1} over each row's masked tokens (0 outside them)."""
+    if not 0 < gamma <= 1:
+        raise ValueError(f"gamma must be in (0, 1], got {gamma}")
+    mask = mask.to(token_rewards.dtype)
+    returns = torch.zeros_like(token_rewards)
+    running = torch.zeros_like(token_rewards[:, 0])
+    for t in reversed(range(token_rewards.shape[1])):
+        running = (token_rewards[:, t] + gamma * running) * mask[:, t]
+        returns[:, t] = running
+    return returns
+
+
+def masked_whiten(values: Tensor, mask: Tensor, eps: float = 1e-8) -> Tensor:
+    """(values - mean) / sqrt(var + eps) over the masked entries, 0 outside them; var is the unbiased
+    one (divides by count - 1), so a single token (or identical ones) whitens to 0."""
+    mask = mask.to(values.dtype)
+    count = mask.sum()
+    centred = (values - masked_mean(values, mask)) * mask
+    variance = centred.square().sum() / (count - 1).clamp(min=1)
+    return centred * torch.rsqrt(variance + eps)
+
+
+def compute_reinforce_plus_plus_advantage(token_rewards: Tensor, mask: Tensor, gamma: float = 1.0) -> Tensor:
+    """REINFORCE++: each token's discounted return, whitened over all masked tokens of the batch (the
+    batch mean is the baseline, so no group of samples per prompt is needed)."""
+    return masked_whiten(discounted_returns(token_rewards, mask, gamma), mask)
+
+
+def compute_reinforce_plus_plus_baseline_advantage(
+    token_rewards: Tensor, mask: Tensor, group_ids: Sequence[Hashable]
+) -> Tensor:
+    """REINFORCE++ with a group baseline: a trajectory's summed token rewards minus its group's mean,
+    on every one of its tokens, then whitened over all masked tokens of the batch.
+
+    As in verl, a group of one has baseline 0 (it keeps its own score): the batch whitening is then its
+    only baseline, so the estimator also works with one sample per prompt.
+    """
+    sums = (token_rewards * mask.to(token_rewards.dtype)).sum(dim=-1)
+    index, num_groups = _group_index(sums, group_ids)
+    counts = torch.bincount(index, minlength=num_groups).to(sums.dtype)
+    means = torch.where(counts > 1, _group_sums(sums, index, num_groups) / counts, torch.zeros_like(counts))
+    centred = (sums - means[index])[:, None] * mask.to(sums.dtype)
+    return masked_whiten(centred, mask)
+
+
+def compute_remax_advantage(token_rewards: Tensor, mask: Tensor, baseline_scores: Tensor) -> Tensor:
+    """ReMax: each token's reward-to-go (undiscounted) minus the score of a greedy rollout of the same
+    prompt, the baseline a sample must beat; not whitened."""
+    if baseline_scores.shape != token_rewards.shape[:1]:
+        raise ValueError(
+            f"baseline_scores must have shape {tuple(token_rewards.shape[:1])} (one per trajectory), "
+            f"got {tuple(baseline_scores.shape)}"
+        )
+    mask = mask.to(token_rewards.dtype)
+    return (discounted_returns(token_rewards, mask, 1.0) - baseline_scores[:, None].to(mask.dtype)) * mask
+
+
+def compute_token_advantage(
+    estimator: str,
+    token_rewards: Tensor,
+    mask: Tensor,
+    *,
+    group_ids: Sequence[Hashable],
+    gamma: float = 1.0,
+    baseline_scores: Tensor | None = None,
+) -> Tensor:
+    """[N, L] advantages of a token-level estimator (every one but OUTCOME_ESTIMATORS)."""
+    if estimator == "reinforce_plus_plus":
+        return compute_reinforce_plus_plus_advantage(token_rewards, mask, gamma)
+    if estimator == "reinforce_plus_plus_baseline":
+        return compute_reinforce_plus_plus_baseline_advantage(token_rewards, mask, group_ids)
+    if estimator == "remax":
+        if baseline_scores is None:
+            raise ValueError(
+                "remax needs baseline_scores: the greedy rollout's score of each trajectory's prompt"
+            )
+        return compute_remax_advantage(token_rewards, mask, baseline_scores)
+    token_level = [e for e in ADV_ESTIMATORS if e not in OUTCOME_ESTIMATORS]
+    raise ValueError(f"unknown token-level advantage estimator {estimator!r}; choose one of {token_level}")
+
+
+# --------------------------------------------------------------------------------------------------
+# KL to the reference policy as a reward penalty
+
+
+def apply_kl_penalty(token_rewards: Tensor, kl: Tensor, mask: Tensor, kl_coef: float) -> tuple[Tensor, float]:
+    """(token_rewards - kl_coef * kl on masked tokens, the batch's KL): the KL is each trajectory's mean
+    per-token KL, averaged over the trajectories that have masked tokens."""
+    mask = mask.to(token_rewards.dtype)
+    kl = kl * mask
+    has_tokens = mask.sum(dim=-1) > 0
+    per_trajectory = masked_mean(kl, mask, dim=-1)[has_tokens]
+    current_kl = float(per_trajectory.mean()) if per_trajectory.numel() else 0.0
+    return token_rewards - kl_coef * kl, current_kl
+
+
+def adaptive_kl_coef(
+    kl_coef: float, current_kl: float, target_kl: float, n_steps: int, horizon: int
+) -> float:
+    """The PPO paper's proportional controller: the coefficient grows when the KL is above target and
+    shrinks below it, by at most 20% of n_steps / horizon per update."""
+    error = min(max(current_kl / target_kl - 1.0, -0.2), 0.2)
+    return kl_coef * (1.0 + error * n_steps / horizon)
+
+
+@dataclass
+class KLController:
+    """The KL-in-reward coefficient; `value` is what a checkpoint saves and a resume restores."""
+
+    value: float
+    kind: str = "fixed"  # fixed: value never changes | adaptive: adaptive_kl_coef after every step
+    target_kl: float = 0.1
+    horizon: int = 10000
+
+    def __post_init__(self) -> None:
+        if self.kind not in KL_CTRL_TYPES:
+            raise ValueError(f"unknown KL controller {self.kind!r}; choose one of {KL_CTRL_TYPES}")
+
+    def update(self, current_kl: float, n_steps: int) -> None:
+        """After a step that saw `n_steps` trajectories with mean KL `current_kl`."""
+        if self.kind == "adaptive":
+            self.value = adaptive_kl_coef(self.value, current_kl, self.target_kl, n_steps, self.horizon)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -4,6 +4,12 @@ One step: prompts -> rollout.n trajectories each (agent loop in the worker) -> r
 trace -> outcome advantages per group -> training rows -> old (and ref) log-probs -> PPO update ->
 new weights in the engine -> metrics, rollout dumps, checkpoint, validation.
 
+The outcome estimators (grpo, rloo) give one advantage per trajectory, from the scores of all the
+step's trajectories, before any row exists. The token-level ones (reinforce_plus_plus[_baseline],
+remax) give every response token its own advantage; they run after the old (and reference) log-probs,
+which the KL-in-reward penalty needs, on the trajectories that train, and `TokenLayout` carries their
+[trajectory, token] values onto the rows (a Delethink trajectory's tokens span its chunk rows).
+
 This class trains one row per trajectory (LongCoT). `RayDelethinkTrainer` overrides
 `build_training_batch` to train one row per chunk.
 """
@@ -14,6 +20,7 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +34,7 @@ from verl.envs.report import CompletionsLog, completion_records, env_metrics
 from verl.trainer.config_schema import PolicyIterationConfig
 from verl.trainer.ppo import core_algos, dynamic_sampling
 from verl.trainer.ppo.batch import (
+    TokenLayout,
     TrainRow,
     collate_rows,
     flat_batch_correction_ratio,
@@ -41,8 +49,13 @@ from verl.utils import checkpoint
 from verl.utils.cleanup import closed_after
 from verl.utils.fs import atomic_write_jsonl, atomic_write_text
 from verl.utils.reward_score.boxed import extract_final_answer
+from verl.utils.seeding import derive_seed
 from verl.utils.tracking import Tracking
 from verl.workers.worker_group import ActorRolloutWorkerGroup
+
+# remax's greedy rollouts draw nothing, but a seed of their own keeps them off the engine's seed generator,
+# which seedless requests draw from
+REMAX_SEED_STREAM = 104729
 
 
 def _stats(prefix: str, values: Sequence[float]) -> dict[str, float]:
@@ -73,6 +86,28 @@ def trajectory_metrics(prefix: str, trajectories: Sequence[Trajectory]) -> dict[
     }
 
 
+@dataclass(frozen=True)
+class TokenAdvantageInputs:
+    """What a token-level estimator needs of each trained trajectory, beyond its log-probs."""
+
+    scores: list[float]  # the outcome score, the reward of the trajectory's last token
+    group_ids: list[int]  # its prompt's group (reinforce_plus_plus_baseline)
+    baseline_scores: list[float] | None  # remax: the score of its prompt's greedy rollout
+
+
+def token_advantage_metrics(advantages: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """Mean and std over the trained response tokens (a whitening estimator gives 0 and 1)."""
+    values = advantages[mask.bool()]
+    return {
+        "train/token_advantage_mean": float(values.mean()) if values.numel() else 0.0,
+        "train/token_advantage_std": float(values.std()) if values.numel() > 1 else 0.0,
+    }
+
+
+def _pick(values: Sequence[Any] | None, index: Sequence[int]) -> list[Any] | None:
+    return None if values is None else [values[i] for i in index]
+
+
 class RayPPOTrainer:
     def __init__(
         self,
@@ -93,6 +128,8 @@ class RayPPOTrainer:
         self.cumulative: dict[str, float] = defaultdict(float)
         self.completions: CompletionsLog | None = None  # env episodes' completions.jsonl, opened by fit()
         self.val_generations: list[dict[str, Any]] = []  # the latest validation's, for the tracker
+        kl = config.algorithm.kl_ctrl
+        self.kl_ctrl = core_algos.KLController(kl.kl_coef, kl.type, kl.target_kl, kl.horizon)
 
     # -- the loop ---------------------------------------------------------------------------------
     def fit(self, resume_from: Path | None = None) -> dict[str, float]:
@@ -138,24 +175,40 @@ class RayPPOTrainer:
         timing: dict[str, float] = {}
         items, trajectories, results, sampling_metrics = self.collect_train_batch(step, timing)
         n = cfg.actor_rollout_ref.rollout.n
+        estimator = cfg.algorithm.adv_estimator
         group_ids = [j // n for j in range(len(items))]  # groups are adjacent
         scores = torch.tensor([r.score for r in results], dtype=torch.float32)
-        advantages = core_algos.compute_outcome_advantage(
-            scores, group_ids, cfg.algorithm.adv_estimator, cfg.algorithm.norm_adv_by_std_in_grpo
-        )
         trained = list(range(len(trajectories)))
         if cfg.algorithm.filter_overlong_trajectories:
             trained = dynamic_sampling.finished_trajectories([t.has_eos for t in trajectories])
         update_metrics: dict[str, float] = {"train/trained_trajectories": float(len(trained))}
+        baseline_scores = None
+        if estimator == "remax":
+            baseline_scores, baseline_metrics = self.greedy_baseline(step, items, timing)
+            update_metrics.update(baseline_metrics)
+        if estimator in core_algos.OUTCOME_ESTIMATORS:
+            advantages = core_algos.compute_outcome_advantage(
+                scores, group_ids, estimator, cfg.algorithm.norm_adv_by_std_in_grpo
+            ).tolist()
+            trained_inputs: list[float] | TokenAdvantageInputs = _pick(advantages, trained)
+        else:
+            advantages = [0.0] * len(trajectories)  # logged for the untrained; the trained get theirs below
+            trained_inputs = TokenAdvantageInputs(
+                _pick(scores.tolist(), trained), _pick(group_ids, trained), _pick(baseline_scores, trained)
+            )
         if trained:  # else nothing finished: the step only logs
-            update_metrics.update(self.update(
-                [trajectories[i] for i in trained], [float(advantages[i]) for i in trained], timing
-            ))  # fmt: skip
+            metrics, trained_advantages = self.update(
+                [trajectories[i] for i in trained], trained_inputs, timing
+            )
+            update_metrics.update(metrics)
+            if estimator not in core_algos.OUTCOME_ESTIMATORS:
+                for i, advantage in zip(trained, trained_advantages, strict=True):
+                    advantages[i] = advantage
 
         if cfg.trainer.log_rollouts:
-            self.dump_rollouts(step, items, trajectories, results, advantages.tolist())
+            self.dump_rollouts(step, items, trajectories, results, advantages)
         self.completions.append(
-            completion_records(step, items, trajectories, [r.score for r in results], advantages.tolist())
+            completion_records(step, items, trajectories, [r.score for r in results], advantages)
         )
         timing["timing/step_s"] = time.perf_counter() - t_start
 
@@ -165,7 +218,7 @@ class RayPPOTrainer:
         self.cumulative["perf/cum_time_s"] += timing["timing/step_s"]
         return {
             "train/score_mean": float(scores.mean()),
-            "train/advantage_abs_mean": float(advantages.abs().mean()),
+            "train/advantage_abs_mean": float(np.abs(advantages).mean()),
             **sampling_metrics,
             **traj_metrics,
             **env_metrics("env", trajectories),
@@ -175,28 +228,97 @@ class RayPPOTrainer:
         }
 
     def update(
-        self, trajectories: list[Trajectory], advantages: list[float], timing: dict[str, float]
-    ) -> dict[str, float]:
-        """Old (and reference) log-probs, then the PPO update, on the trajectories chosen for training."""
-        batch, correction_ratio, batch_metrics = self.build_training_batch(trajectories, advantages)
+        self,
+        trajectories: list[Trajectory],
+        advantages: list[float] | TokenAdvantageInputs,
+        timing: dict[str, float],
+    ) -> tuple[dict[str, float], list[float]]:
+        """Old (and reference) log-probs, then the PPO update, on the trajectories chosen for training.
+        `advantages` is one per trajectory (outcome estimators), or what a token-level estimator needs.
+        Returns the metrics and each trajectory's mean token advantage."""
+        cfg = self.config
+        token_level = isinstance(advantages, TokenAdvantageInputs)
+        outcome = [0.0] * len(trajectories) if token_level else advantages
+        batch, correction_ratio, batch_metrics, layout = self.build_training_batch(trajectories, outcome)
         t = time.perf_counter()
         batch["old_log_probs"] = self.workers.compute_log_prob(batch)
-        if self.config.actor_rollout_ref.actor.use_kl_loss:
+        if cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward:
             batch["ref_log_prob"] = self.workers.compute_ref_log_prob(batch)
         timing["timing/old_log_prob_s"] = time.perf_counter() - t
         prob_diff_mean, prob_diff_max = core_algos.rollout_prob_diff(
             batch["old_log_probs"], batch["rollout_log_probs"], batch["response_mask"]
         )
+        advantage_metrics: dict[str, float] = {}
+        if token_level:
+            batch["advantages"], advantage_metrics = self.token_advantages(batch, layout, advantages)
+        mask = batch["response_mask"]
+        per_trajectory = core_algos.masked_mean(
+            layout.to_trajectories(batch["advantages"]), layout.to_trajectories(mask), dim=-1
+        )
         t = time.perf_counter()
-        actor_metrics = self.workers.update_actor(batch, self.config.num_mini_batches, correction_ratio)
+        actor_metrics = self.workers.update_actor(batch, cfg.num_mini_batches, correction_ratio)
         timing["timing/update_s"] = time.perf_counter() - t
-        return {
+        metrics = {
             "train/batch_rows": float(batch["responses"].shape[0]),
             "train/rollout_prob_diff_mean": prob_diff_mean,
             "train/rollout_prob_diff_max": prob_diff_max,
+            **token_advantage_metrics(batch["advantages"], mask),
+            **advantage_metrics,
             **batch_metrics,
             **actor_metrics,
         }
+        return metrics, per_trajectory.tolist()
+
+    def token_advantages(
+        self, batch: dict[str, torch.Tensor], layout: TokenLayout, inputs: TokenAdvantageInputs
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """[rows, T] advantages of the token-level estimator: per trajectory over its tokens (the score
+        on the last one, less the KL penalty on each when algorithm.use_kl_in_reward), then onto the rows.
+        With the KL in the reward the controller's coefficient is updated here, once per step."""
+        alg = self.config.algorithm
+        mask = layout.to_trajectories(batch["response_mask"])
+        rewards = core_algos.place_on_last_token(torch.tensor(inputs.scores, dtype=torch.float32), mask)
+        metrics: dict[str, float] = {}
+        if alg.use_kl_in_reward:
+            kl = core_algos.kl_penalty(
+                layout.to_trajectories(batch["old_log_probs"]), layout.to_trajectories(batch["ref_log_prob"]),
+                alg.kl_penalty,
+            )  # fmt: skip
+            rewards, current_kl = core_algos.apply_kl_penalty(rewards, kl, mask, self.kl_ctrl.value)
+            metrics = {
+                "actor/reward_kl_penalty": current_kl,
+                "actor/reward_kl_penalty_coeff": self.kl_ctrl.value,
+            }
+            self.kl_ctrl.update(current_kl, n_steps=len(inputs.scores))
+        baselines = inputs.baseline_scores
+        advantages = core_algos.compute_token_advantage(
+            alg.adv_estimator, rewards, mask, group_ids=inputs.group_ids, gamma=alg.gamma,
+            baseline_scores=None if baselines is None else torch.tensor(baselines, dtype=torch.float32),
+        )  # fmt: skip
+        return layout.to_rows(advantages) * batch["response_mask"], metrics
+
+    def greedy_baseline(
+        self, step: int, items: list[PromptItem], timing: dict[str, float]
+    ) -> tuple[list[float], dict[str, float]]:
+        """remax: one greedy (temperature 0) trajectory per prompt, scored and never trained on; each of
+        the prompt's samples gets its score as baseline. The step's groups are adjacent, n each."""
+        cfg = self.config
+        n = cfg.actor_rollout_ref.rollout.n
+        prompts = items[::n]
+        sampling = [
+            replace(
+                cfg.train_sampling,
+                temperature=0.0,
+                seed=derive_seed(cfg.trainer.seed, step, REMAX_SEED_STREAM, j),
+            )
+            for j in range(len(prompts))
+        ]
+        t = time.perf_counter()
+        greedy = self.workers.generate(prompts, sampling)
+        greedy_scores = [r.score for r in self.score(prompts, greedy)]
+        timing["timing/gen_baseline_s"] = time.perf_counter() - t
+        metrics = {"train/baseline_score_mean": float(np.mean(greedy_scores))}
+        return [score for score in greedy_scores for _ in range(n)], metrics
 
     def collect_train_batch(
         self, step: int, timing: dict[str, float]
@@ -258,14 +380,17 @@ class RayPPOTrainer:
     # -- pieces a subclass may change ---------------------------------------------------------
     def build_training_batch(
         self, trajectories: list[Trajectory], advantages: list[float]
-    ) -> tuple[dict[str, torch.Tensor], float, dict[str, float]]:
+    ) -> tuple[dict[str, torch.Tensor], float, dict[str, float], TokenLayout]:
         """Training rows, padded with untrainable rows to a multiple of mini-batches x ranks. Returns
-        (batch, loss correction ratio rows / trajectories, extra metrics)."""
+        (batch, loss correction ratio rows / trajectories, extra metrics, where each trajectory's
+        tokens sit in the rows)."""
         rows = self.training_rows(trajectories, advantages)
         padded = pad_rows_to_multiple(rows, self.config.num_mini_batches * self.config.trainer.world_size)
         ratio = flat_batch_correction_ratio(len(padded), len(trajectories))
         metrics = self.batch_metrics(trajectories, len(rows), len(padded), ratio)
-        return collate_rows(padded, self.tokenizer.pad_token_id), ratio, metrics
+        batch = collate_rows(padded, self.tokenizer.pad_token_id)
+        layout = TokenLayout.of(rows, len(trajectories), len(padded), batch["responses"].shape[1])
+        return batch, ratio, metrics, layout
 
     def training_rows(self, trajectories: list[Trajectory], advantages: list[float]) -> list[TrainRow]:
         """LongCoT (and gym with train_on=last): one row per trajectory, its one trainable turn."""
@@ -362,6 +487,7 @@ class RayPPOTrainer:
         state: dict[str, Any] = {
             "global_step": step,
             "cumulative": dict(self.cumulative),
+            "kl_coef": self.kl_ctrl.value,  # the adaptive controller's coefficient moves from step to step
         }
         atomic_write_text(tmp / "trainer_state.json", json.dumps(state, indent=2))
         save_config(tmp, self.config)
@@ -372,5 +498,7 @@ class RayPPOTrainer:
         state = json.loads((path / "trainer_state.json").read_text())
         self.workers.load_checkpoint(str(path / "actor"))
         self.cumulative.update(state["cumulative"])
+        # checkpoints written before the KL controller existed resume at algorithm.kl_ctrl.kl_coef
+        self.kl_ctrl.value = state.get("kl_coef", self.kl_ctrl.value)
         tqdm.write(f"resumed from {path} at step {state['global_step']}")
         return int(state["global_step"])
