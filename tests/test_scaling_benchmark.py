@@ -13,12 +13,20 @@ def test_quick_benchmark_measures_equal_thinking_lengths(tmp_path, capsys):
     argv += ["--chunk-size", str(C), "--keep-head", str(HEAD), "--keep-tail", str(TAIL)]
     run = main(argv)
 
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    match = re.fullmatch(r"LongCoT/Delethink total time ratio at L=(\d+): (\d+\.\d\d)", last)
-    assert match, last
+    lines = capsys.readouterr().out.strip().splitlines()
+    # the ratio at the longest length is printed last, after Delethink's per-token flatness
+    match = re.fullmatch(
+        r"LongCoT/Delethink at L=(\d+): rollout (\d+\.\d\d)x, whole step (\d+\.\d\d)x", lines[-1]
+    )
+    assert match, lines[-1]
     assert int(match[1]) == 48 + 2 * 32  # L = C + (I - 1)(C - m) with I = 3
-    assert float(match[2]) > 0
-    assert out.exists() and out.stat().st_size > 0
+    assert float(match[2]) > 0 and float(match[3]) > 0
+    assert re.fullmatch(
+        r"Delethink rollout ms/token L=48 -> 112: \d+\.\d{3} -> \d+\.\d{3} \(\d+\.\d\dx\)", lines[-2]
+    )
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    header = next(line.split() for line in lines if line.split()[:2] == ["L", "env"])
+    assert header.count("RSS") == 2  # peak resident memory of the rollout and of the training step
 
     trajectories = run["trajectories"]
     assert sorted(trajectories) == [("Delethink", 48), ("Delethink", 112), ("LongCoT", 48), ("LongCoT", 112)]
@@ -39,3 +47,6 @@ def test_quick_benchmark_measures_equal_thinking_lengths(tmp_path, capsys):
     assert by_key[("LongCoT", 112)].max_context == PROMPT_LEN + 112
     assert by_key[("Delethink", 112)].max_context == PROMPT_LEN + 48
     assert by_key[("LongCoT", 112)].tokens == by_key[("Delethink", 112)].tokens == 2 * 112
+    # measured, not computed: at least the resident models, and never below the KV cache of the wave
+    for m in run["results"]:
+        assert m.rollout_rss > max(m.peak_kv_bytes, 2**20) and m.train_rss > 2**20

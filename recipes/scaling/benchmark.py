@@ -1,23 +1,28 @@
 """Rollout and training cost vs thinking length, LongCoT vs Delethink, on the tiny model on CPU.
 
-    python -m recipes.scaling.benchmark [--quick] [--out outputs/scaling/scaling.png]
+    python -m recipes.scaling.benchmark [--quick] [--out outputs/scaling/scaling.png] [--threads 1]
 
 Both environments think for exactly the same L tokens per trajectory: the engine gets no end-of-sequence
 id, so every request runs to its budget. LongCoT samples L tokens in one response; Delethink samples I
 chunks, the first of C tokens and each later one of C - m (m = keep_head + keep_tail carried over), so
 L = C + (I - 1)(C - m). LongCoT's context grows to prompt + L; Delethink's never exceeds prompt + C.
 
-Per (length, environment) it times the rollout of a batch of trajectories and one actor training step
-(forward + backward + AdamW step with the trace-length-normalised loss) on the generated rows.
+Per (length, environment) it takes the CPU time of the rollout of a batch of trajectories and of one
+actor training step (forward + backward + AdamW step with the trace-length-normalised loss, micro-batches
+by token budget) on the generated rows, the two environments alternating within each repeat, and
+measures each phase's peak resident memory: the kernel's high-water mark (VmHWM), reset through
+/proc/self/clear_refs just before the phase, with glibc told to hand every block of 1 MiB or more back
+to the system on free, so one phase's peak does not carry over into the next.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import dataclasses
-import os
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -50,6 +55,7 @@ class BenchConfig:
     keep_head: int = 8
     keep_tail: int = 24
     repeats: int = 1  # timings are the best of this many runs
+    micro_tokens: int = 16384  # the actor's token budget per micro-batch (use_dynamic_bsz), both envs
 
     @property
     def carry(self) -> int:
@@ -70,6 +76,8 @@ class BenchConfig:
             )
         if self.repeats < 1:
             raise ValueError(f"--repeats={self.repeats}; it must be >= 1")
+        if self.micro_tokens < 1:
+            raise ValueError(f"--micro-tokens={self.micro_tokens}; it must be >= 1")
 
 
 @dataclass
@@ -84,6 +92,8 @@ class Measurement:
     )
     max_context: int  # longest turn (prompt + response): the most keys any decode step attended to
     peak_kv_bytes: int  # KV cache of the largest wave at its longest, computed from the model shape
+    rollout_rss: int  # peak resident bytes of the whole process during the rollout
+    train_rss: int  # the same during the training step
 
     @property
     def total_s(self) -> float:
@@ -101,14 +111,39 @@ def kv_bytes_per_token(model: torch.nn.Module) -> int:
     return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * element_size  # 2: keys + values
 
 
-def best_time(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
-    """Best wall time of `repeats` calls (the run least disturbed by other processes) and the last result."""
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
+MIB = 2**20
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+
+
+def release_large_blocks_on_free() -> None:
+    """Serve every allocation of 1 MiB or more by mmap, which free returns to the system at once.
+    glibc otherwise raises its mmap threshold after the first large free, and later tensors of up to
+    that size come from a heap that keeps freed memory: a long LongCoT phase would then inflate the
+    resident memory of every later phase."""
+    ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MIB)
+
+
+def reset_peak_rss() -> None:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # "5": reset the high-water mark to the current resident set
+
+
+def peak_rss() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024  # KiB
+    raise RuntimeError("/proc/self/status has no VmHWM line: the memory figures need Linux")
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, object, int]:
+    """CPU seconds of one call, its result, and the process's peak resident bytes during it. CPU time,
+    not wall time: on a shared machine other jobs stretch the wall time of a one-thread run by a factor
+    that changes from minute to minute, and barely change the CPU time it needs."""
+    reset_peak_rss()
+    start = time.process_time()
+    result = fn()
+    return time.process_time() - start, result, peak_rss()
 
 
 def make_loop(env: str, engine: HFRolloutEngine, cfg: BenchConfig, num_chunks: int) -> AgentLoop:
@@ -129,8 +164,8 @@ def rollout(env: str, engine: HFRolloutEngine, prompt: list[int], cfg: BenchConf
     return asyncio.run(run_agent_loops(loop, items, params))
 
 
-def train_step(actor: DataParallelPPOActor, trajectories: list[Trajectory], pad_token_id: int) -> int:
-    """One PPO update on all rows; returns the tokens (prompt + response, no padding) it ran through."""
+def train_step(actor: DataParallelPPOActor, trajectories: list[Trajectory], pad_token_id: int) -> None:
+    """One PPO update on all rows."""
     # alternating advantages so the policy-gradient loss is not zero
     rows = trajectory_rows(trajectories, [1.0 if i % 2 else -1.0 for i in range(len(trajectories))])
     batch = collate_rows(rows, pad_token_id)
@@ -138,7 +173,6 @@ def train_step(actor: DataParallelPPOActor, trajectories: list[Trajectory], pad_
     actor.update_policy(
         batch, num_mini_batches=1, correction_ratio=flat_batch_correction_ratio(len(rows), len(trajectories))
     )
-    return int(batch["attention_mask"].sum())
 
 
 def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[Measurement], dict]:
@@ -157,8 +191,12 @@ def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[
         pad_token_id=tokenizer.pad_token_id,
     )
     actor_model = build_model(tokenizer, max_position_embeddings=positions)
+    # micro-batches by token budget, as a trainer with rows this uneven in count would use: Delethink's
+    # I x B short rows then share forwards, and a LongCoT row of L tokens is not split either way
     actor_config = ActorConfig(
-        loss_agg_mode="seq-mean-token-norm-trace-length", ppo_micro_batch_size_per_gpu=cfg.batch
+        loss_agg_mode="seq-mean-token-norm-trace-length",
+        use_dynamic_bsz=True,
+        ppo_max_token_len_per_gpu=cfg.micro_tokens,
     )
     actor = DataParallelPPOActor(
         actor_model,
@@ -173,15 +211,29 @@ def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[
     warm = dataclasses.replace(cfg, chunks=(2,), repeats=1)
     for env in ENVS:
         train_step(actor, rollout(env, engine, prompt, warm, 2), tokenizer.pad_token_id)
+    reset_peak_rss()
+    log(f"resident memory after warm-up (models, optimizer, libraries): {peak_rss() / MIB:.0f} MiB")
 
     results, trajectories = [], {}
     for num_chunks in cfg.chunks:
         length = cfg.thinking_length(num_chunks)
+        # the environments alternate within each repeat, so a change in machine load hits both alike;
+        # per (env, phase): best time and the highest peak over the repeats
+        best: dict[tuple[str, str], float] = defaultdict(lambda: float("inf"))
+        peak: dict[tuple[str, str], int] = defaultdict(int)
+        for _ in range(cfg.repeats):
+            for env in ENVS:
+                seconds, trajs, rss = timed(partial(rollout, env, engine, prompt, cfg, num_chunks))
+                best[env, "rollout"] = min(best[env, "rollout"], seconds)
+                peak[env, "rollout"] = max(peak[env, "rollout"], rss)
+                trajectories[(env, length)] = trajs
+                seconds, _, rss = timed(partial(train_step, actor, trajs, tokenizer.pad_token_id))
+                best[env, "train"] = min(best[env, "train"], seconds)
+                peak[env, "train"] = max(peak[env, "train"], rss)
         for env in ENVS:
-            rollout_s, trajs = best_time(partial(rollout, env, engine, prompt, cfg, num_chunks), cfg.repeats)
-            train_s, train_tokens = best_time(
-                partial(train_step, actor, trajs, tokenizer.pad_token_id), cfg.repeats
-            )
+            trajs = trajectories[(env, length)]
+            rollout_s, train_s = best[env, "rollout"], best[env, "train"]
+            rollout_rss, train_rss = peak[env, "rollout"], peak[env, "train"]
             max_context = max(len(t.prompt_ids) + len(t.response_ids) for tr in trajs for t in tr.turns)
             m = Measurement(
                 env=env,
@@ -189,19 +241,23 @@ def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[
                 rollout_s=rollout_s,
                 train_s=train_s,
                 tokens=sum(tr.trace_length for tr in trajs),
-                train_tokens=train_tokens,
+                train_tokens=sum(len(t.prompt_ids) + len(t.response_ids) for tr in trajs for t in tr.turns),
                 max_context=max_context,
                 # every trajectory's turns finish together, so each wave holds the whole batch
                 peak_kv_bytes=cfg.batch * max_context * kv_per_token,
+                rollout_rss=rollout_rss,
+                train_rss=train_rss,
             )
             results.append(m)
-            trajectories[(env, length)] = trajs
-            log(f"  L={length:4d} {env:9s} rollout {rollout_s:6.2f}s  train {train_s:6.2f}s")
+            log(
+                f"  L={length:4d} {env:9s} rollout {rollout_s:7.2f}s  train {train_s:7.2f}s  "
+                f"peak RSS {rollout_rss / MIB:.0f} / {train_rss / MIB:.0f} MiB"
+            )
     return results, trajectories
 
 
 def ratios(results: list[Measurement]) -> dict[int, tuple[float, float, float]]:
-    """Per thinking length: LongCoT / Delethink for (rollout, train step, total) time."""
+    """Per thinking length: LongCoT / Delethink for (rollout, train, whole step = rollout + train) time."""
     by_key = {(m.env, m.thinking_length): m for m in results}
     out = {}
     for length in sorted({m.thinking_length for m in results}):
@@ -212,17 +268,17 @@ def ratios(results: list[Measurement]) -> dict[int, tuple[float, float, float]]:
 
 def format_table(results: list[Measurement]) -> str:
     lines = [
-        f"{'L':>5} {'env':9} {'rollout s':>9} {'ms/token':>8} {'tok/s':>7} {'max ctx':>7} "
-        f"{'KV MiB':>7} {'train s':>7} {'train tok':>9}"
+        f"{'L':>5} {'env':9} {'rollout s':>9} {'ms/token':>8} {'max ctx':>7} {'KV MiB':>7} "
+        f"{'roll RSS':>8} {'train s':>8} {'train tok':>9} {'train RSS':>9} {'step s':>8}"
     ]
     for m in results:
         lines.append(
             f"{m.thinking_length:5d} {m.env:9} {m.rollout_s:9.3f} {m.ms_per_token:8.3f} "
-            f"{m.tokens / m.rollout_s:7.0f} {m.max_context:7d} {m.peak_kv_bytes / 2**20:7.2f} "
-            f"{m.train_s:7.3f} {m.train_tokens:9d}"
+            f"{m.max_context:7d} {m.peak_kv_bytes / MIB:7.2f} {m.rollout_rss / MIB:8.0f} "
+            f"{m.train_s:8.3f} {m.train_tokens:9d} {m.train_rss / MIB:9.0f} {m.total_s:8.3f}"
         )
     lines.append("")
-    lines.append(f"{'L':>5} {'LongCoT/Delethink:':>18} {'rollout':>7} {'train':>7} {'total':>7}")
+    lines.append(f"{'L':>5} {'LongCoT/Delethink:':>18} {'rollout':>7} {'train':>7} {'step':>7}")
     for length, (r, t, total) in ratios(results).items():
         lines.append(f"{length:5d} {'':18} {r:7.2f} {t:7.2f} {total:7.2f}")
     return "\n".join(lines)
@@ -234,25 +290,28 @@ def plot(results: list[Measurement], out: Path, title: str) -> None:
     matplotlib.use("Agg")  # files only; there is no display
     import matplotlib.pyplot as plt
 
-    fig, (ax_time, ax_ratio) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (ax_token, ax_step, ax_ratio) = plt.subplots(1, 3, figsize=(15, 4.4))
     for env, color in zip(ENVS, ("tab:red", "tab:blue"), strict=True):
         ms = [m for m in results if m.env == env]
         lengths = [m.thinking_length for m in ms]
-        ax_time.plot(lengths, [m.rollout_s for m in ms], "o-", color=color, label=f"{env} rollout")
-        ax_time.plot(lengths, [m.train_s for m in ms], "s--", color=color, label=f"{env} train step")
-    ax_time.set_xlabel("thinking length L (tokens)")
-    ax_time.set_ylabel("wall time (s)")
-    ax_time.legend()
-    ax_time.grid(alpha=0.3)
+        ax_token.plot(lengths, [m.ms_per_token for m in ms], "o-", color=color, label=env)
+        ax_step.plot(lengths, [m.total_s for m in ms], "o-", color=color, label=f"{env} step")
+        ax_step.plot(lengths, [m.train_s for m in ms], "s--", color=color, label=f"{env} train only")
+    ax_token.set_ylabel("rollout ms per sampled token")
+    ax_token.set_ylim(bottom=0)
+    ax_step.set_ylabel("CPU time (s): rollout + train")
+    ax_step.set_yscale("log")
     r = ratios(results)
     lengths = list(r)
-    for i, (name, style) in enumerate((("rollout", "o-"), ("train step", "s--"), ("total", "d-"))):
+    for i, (name, style) in enumerate((("rollout", "o-"), ("train", "s--"), ("step", "d-"))):
         ax_ratio.plot(lengths, [r[length][i] for length in lengths], style, label=name)
     ax_ratio.axhline(1.0, color="gray", lw=0.8)
-    ax_ratio.set_xlabel("thinking length L (tokens)")
     ax_ratio.set_ylabel("LongCoT time / Delethink time")
-    ax_ratio.legend()
-    ax_ratio.grid(alpha=0.3)
+    for ax in (ax_token, ax_step, ax_ratio):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("thinking length L (tokens)")
+        ax.legend()
+        ax.grid(alpha=0.3)
     fig.suptitle(title)
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -260,21 +319,31 @@ def plot(results: list[Measurement], out: Path, title: str) -> None:
     plt.close(fig)
 
 
-def parse_args(argv: list[str] | None) -> tuple[BenchConfig, Path]:
+def parse_args(argv: list[str] | None) -> tuple[BenchConfig, Path, int]:
     parser = argparse.ArgumentParser(description="Rollout + training cost vs thinking length on CPU.")
-    parser.add_argument("--quick", action="store_true", help="small batch, few lengths, one repeat (~1 min)")
+    parser.add_argument(
+        "--quick", action="store_true", help="batch 8, L = 64, 512, 2048, one repeat (about a minute)"
+    )
     parser.add_argument("--out", type=Path, default=Path("outputs/scaling/scaling.png"), help="plot path")
-    parser.add_argument("--batch", type=int, help="trajectories per rollout (default 16, quick 4)")
+    parser.add_argument("--batch", type=int, help="trajectories per rollout (default 16, quick 8)")
     parser.add_argument("--chunks", type=int, nargs="+", help="Delethink chunk counts I, one per length")
     parser.add_argument("--chunk-size", type=int, default=64, help="C, Delethink's first-chunk budget")
     parser.add_argument("--keep-head", type=int, default=8)
     parser.add_argument("--keep-tail", type=int, default=24)
-    parser.add_argument("--repeats", type=int, help="best-of repeats (default 3, quick 1)")
+    parser.add_argument("--repeats", type=int, help="best-of repeats (default 2, quick 1)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument(
+        "--micro-tokens",
+        type=int,
+        default=16384,
+        help="actor tokens per micro-batch (ppo_max_token_len_per_gpu)",
+    )
     args = parser.parse_args(argv)
+    # I = 2^k - 1 chunks gives L = C * 2^(k-1) with the default C = 64, m = 32: 64, 128, ..., 8192 = 128 C
     defaults = (
-        dict(batch=4, chunks=[1, 2, 4, 8], repeats=1)
+        dict(batch=8, chunks=[1, 15, 63], repeats=1)
         if args.quick
-        else dict(batch=16, chunks=[1, 2, 4, 8, 16, 32, 64], repeats=3)
+        else dict(batch=16, chunks=[1, 3, 7, 15, 31, 63, 127, 255], repeats=2)
     )
     cfg = BenchConfig(
         batch=args.batch or defaults["batch"],
@@ -283,24 +352,35 @@ def parse_args(argv: list[str] | None) -> tuple[BenchConfig, Path]:
         keep_head=args.keep_head,
         keep_tail=args.keep_tail,
         repeats=args.repeats or defaults["repeats"],
+        micro_tokens=args.micro_tokens,
     )
-    return cfg, args.out
+    return cfg, args.out, args.threads
 
 
 def main(argv: list[str] | None = None) -> dict:
-    cfg, out = parse_args(argv)
-    # respect OMP_NUM_THREADS when set; otherwise 2 threads, the machine this was written for
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", 2)))
+    cfg, out, threads = parse_args(argv)
+    torch.set_num_threads(threads)
+    release_large_blocks_on_free()
     print(
         f"batch={cfg.batch} C={cfg.chunk_size} keep_head={cfg.keep_head} keep_tail={cfg.keep_tail} "
         f"chunks={list(cfg.chunks)} repeats={cfg.repeats} threads={torch.get_num_threads()}"
     )
-    results, trajectories = measure(cfg)
+    results, trajectories = measure(cfg, log=partial(print, flush=True))
     print(format_table(results))
     plot(results, out, f"tiny Qwen2 on CPU, batch {cfg.batch}, C={cfg.chunk_size}, m={cfg.carry}")
     print(f"wrote {out}")
-    longest = max(m.thinking_length for m in results)
-    print(f"LongCoT/Delethink total time ratio at L={longest}: {ratios(results)[longest][2]:.2f}")
+    delethink = [m for m in results if m.env == "Delethink"]
+    shortest, longest = delethink[0], delethink[-1]
+    print(
+        f"Delethink rollout ms/token L={shortest.thinking_length} -> {longest.thinking_length}: "
+        f"{shortest.ms_per_token:.3f} -> {longest.ms_per_token:.3f} "
+        f"({longest.ms_per_token / shortest.ms_per_token:.2f}x)"
+    )
+    rollout_ratio, _, step_ratio = ratios(results)[longest.thinking_length]
+    print(
+        f"LongCoT/Delethink at L={longest.thinking_length}: rollout {rollout_ratio:.2f}x, "
+        f"whole step {step_ratio:.2f}x"
+    )
     return {"config": cfg, "results": results, "trajectories": trajectories}
 
 
