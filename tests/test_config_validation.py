@@ -10,7 +10,7 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from verl.trainer.config_schema import ConfigError, compose_config, load_config
+from verl.trainer.config_schema import ConfigError, compose_config, config_warnings, load_config
 
 ACTOR = "actor_rollout_ref.actor"
 ROLLOUT = "actor_rollout_ref.rollout"
@@ -459,3 +459,30 @@ def test_cli_reports_a_config_error_without_a_traceback(override, expected, tmp_
     assert result.stderr.startswith("config error: ")
     assert expected in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_attention_kernel_is_checked_and_packing_on_sdpa_is_warned():
+
+    packed = load_config(
+        compose_config("tiny_longcot", ["actor_rollout_ref.model.use_remove_padding=true"]), check_paths=False
+    )
+    assert any("dense block-diagonal mask" in w for w in config_warnings(packed))
+    assert not any(
+        "block-diagonal" in w
+        for w in config_warnings(load_config(compose_config("tiny_longcot"), check_paths=False))
+    )
+    with pytest.raises(
+        ConfigError, match="attn_implementation='flash_attention_2': flash-attention runs on GPU only"
+    ):
+        load_config(
+            compose_config("tiny_longcot", ["actor_rollout_ref.model.attn_implementation=flash_attention_2"]),
+            check_paths=False,
+        )
+    with pytest.raises(ConfigError, match="attn_implementation='flash': must be one of"):
+        load_config(
+            compose_config("tiny_longcot", ["actor_rollout_ref.model.attn_implementation=flash"]),
+            check_paths=False,
+        )
+    r1d = load_config(compose_config("r1d-1.5b_deepscaler_longcot_8k"), check_paths=False)
+    assert r1d.actor_rollout_ref.model.attn_implementation == "flash_attention_2"
+    assert not any("block-diagonal" in w for w in config_warnings(r1d))

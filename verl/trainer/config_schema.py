@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import importlib.util
 import math
 import types
 import typing
@@ -55,6 +56,7 @@ TRAINER_NAMES = ("ppo", "delethink")
 LOGGERS = ("console", "jsonl", "wandb")
 RESUME_MODES = ("auto", "disable", "path")
 DEVICES = ("cpu", "cuda")
+ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2")  # transformers' names
 DTYPES = ("float32", "bfloat16", "float16")
 GYM_TRAIN_ON = ("last", "all")
 TASK_BAD_ROWS = ("filter", "error")
@@ -140,9 +142,12 @@ class ModelConfig:
     path: str  # HF model directory (with config.json) or hub id org/name
     enable_gradient_checkpointing: bool = False  # recompute activations in backward to save memory
     use_remove_padding: bool = False  # pack rows into one sequence (varlen attention; flash-attn on GPU)
+    # actor and reference attention: sdpa | flash_attention_2 (GPU, the flash-attn package: packed rows run
+    # its variable-length kernels; sdpa gives a packed micro-batch one dense block-diagonal mask)
+    attn_implementation: str = "sdpa"
 
     def problems(self, key: str) -> list[str]:
-        return _broken(self, key, _not_empty("path"))
+        return _broken(self, key, [*_not_empty("path"), _one_of("attn_implementation", ATTN_IMPLEMENTATIONS)])
 
 
 @dataclass
@@ -819,6 +824,11 @@ def _cross_section_errors(c: PolicyIterationConfig) -> list[str]:
         f"{rollout}.name",
         f"sglang runs on GPU only, but trainer.device={tr.device!r}; use {rollout}.name=hf on CPU",
     )
+    check(
+        arr.model.attn_implementation != "flash_attention_2" or tr.device == "cuda",
+        "actor_rollout_ref.model.attn_implementation",
+        f"flash-attention runs on GPU only, but trainer.device={tr.device!r}; use sdpa on CPU",
+    )
     for key in ("param_offload", "optimizer_offload"):
         check(
             not getattr(arr.actor.fsdp_config, key) or tr.device == "cuda",
@@ -859,6 +869,14 @@ def config_warnings(c: PolicyIterationConfig) -> list[str]:
                 f"{key}={value!r} mixes thinking environments: environment={c.environment} sets "
                 f"{preset_value!r} (running the mix as asked)"
             )
+    model = c.actor_rollout_ref.model
+    if model.use_remove_padding and model.attn_implementation == "sdpa":
+        warnings.append(
+            "actor_rollout_ref.model.use_remove_padding=True with attn_implementation='sdpa': a packed "
+            "micro-batch attends through one dense block-diagonal mask, so attention costs the square of "
+            "its tokens (5-7x slower than padded rows on CPU, benchmarks/README.md); flash_attention_2 "
+            "runs packed rows without it (running as asked)"
+        )
     if c.algorithm.use_kl_in_reward and c.actor_rollout_ref.actor.use_kl_loss:
         warnings.append(
             "algorithm.use_kl_in_reward=True and actor_rollout_ref.actor.use_kl_loss=True: the KL to the "
@@ -903,6 +921,12 @@ def _path_errors(c: PolicyIterationConfig) -> list[str]:
             if not Path(task.path).is_file():
                 how = f"; {task.how_to_get}" if task.how_to_get else ""
                 missing(f"{split}_tasks.{name}.path", task.path, f"no such file{how}")
+    attention = c.actor_rollout_ref.model.attn_implementation
+    if attention == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
+        missing(
+            "actor_rollout_ref.model.attn_implementation", attention,
+            "the flash_attn package is not installed (pip install -e '.[gpu]', see setup.py)",
+        )  # fmt: skip
     reward_path = c.custom_reward_function.path
     if reward_path is not None and not Path(reward_path).is_file():
         missing("custom_reward_function.path", reward_path, "no such file")

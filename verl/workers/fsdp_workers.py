@@ -55,8 +55,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def load_causal_lm(path: str) -> PreTrainedModel:
-    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
+def load_causal_lm(path: str, attn_implementation: str = "sdpa") -> PreTrainedModel:
+    """float32 weights (FSDP's mixed precision casts for compute). The rollout engine's copy stays on
+    sdpa, which takes the engine's prepared masks; the actor and reference take the config's kernel."""
+    return AutoModelForCausalLM.from_pretrained(
+        path, dtype=torch.float32, attn_implementation=attn_implementation
+    )
 
 
 def shard_model(model: PreTrainedModel, mesh, fsdp: FSDPConfig | None = None) -> PreTrainedModel:
@@ -145,7 +149,7 @@ class ActorRolloutRefWorker:
         mesh = dist.device_mesh.init_device_mesh(self.device.type, (self.world_size,))
 
         self.tokenizer = AutoTokenizer.from_pretrained(ref_cfg.model.path)
-        model = load_causal_lm(ref_cfg.model.path).to(self.device)
+        model = load_causal_lm(ref_cfg.model.path, ref_cfg.model.attn_implementation).to(self.device)
         if ref_cfg.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable()
         self.model = shard_model(model, mesh, ref_cfg.actor.fsdp_config)
@@ -165,7 +169,8 @@ class ActorRolloutRefWorker:
         )  # fmt: skip
         self.ref = None
         if ref_cfg.actor.use_kl_loss or config.algorithm.use_kl_in_reward:
-            ref_model = load_causal_lm(ref_cfg.model.path).to(self.device).eval().requires_grad_(False)
+            ref_model = load_causal_lm(ref_cfg.model.path, ref_cfg.model.attn_implementation)
+            ref_model = ref_model.to(self.device).eval().requires_grad_(False)
             self.ref = DataParallelPPOActor(
                 ref_model, None, ref_cfg.actor, ref_cfg.rollout.temperature, config.thinking_budget,
                 use_remove_padding=ref_cfg.model.use_remove_padding,
