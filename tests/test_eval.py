@@ -277,8 +277,8 @@ def test_a_budget_past_the_models_positions_is_a_config_error_before_weights_loa
 def test_ignore_eos_fills_every_budget_in_both_modes(tiny_assets, tmp_path):
     # the untrained model at a high temperature samples nearly uniformly, so it draws EOS early enough
     hot = ["sampling.temperature=3.0", "sampling.n=4"]
-    delethink = ["mode=delethink", "delethink.chunk_size=32", "delethink.keep_head=4", "delethink.keep_tail=8",
-                 "delethink.max_chunks=[6]", *hot]  # fmt: skip
+    delethink = ["mode=delethink", "delethink.chunk_size=32", "delethink.keep_head=4",
+                 "delethink.keep_tail=8", "delethink.max_chunks=[6]", *hot]  # fmt: skip
     longcot = ["mode=longcot", "longcot.budgets=[72]", *hot]
     for name, mode in (("delethink", delethink), ("longcot", longcot)):
         stopping = run_eval(base_overrides(tiny_assets, tmp_path / name) + mode)

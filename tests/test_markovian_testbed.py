@@ -91,8 +91,16 @@ def test_claim_c_step_batch_rollout_and_per_token_growth():
     assert "budgets at which Delethink's rollout is the cheaper one: [1024, 2048]" in text
     assert "longcot: per-token time at 2048 / at 512 = 2.00x" in text
     assert "delethink: per-token time at 2048 / at 512 = 1.10x" in text
-    assert "LongCoT growing faster: **held**" in text
+    assert "LongCoT growing (> 1x) and faster than Delethink: **held**" in text
     assert report.ms_per_token(cost["timing"][2]["longcot"]) == pytest.approx(2.0)
+    # LongCoT not growing (0.48x) is not held, even with Delethink falling faster (0.42x)
+    for r, (lc, dt) in zip(rows, ((5.12, 5.12), (9.8, 8.5), (9.83, 8.5)), strict=True):
+        r["longcot"], r["delethink"] = timed(lc, 10 * r["budget"]), timed(dt, 10 * r["budget"])
+    flat = "\n".join(report.claim_c({}, timing, 512, 128, 64)[0])
+    assert (
+        "longcot: per-token time at 2048 / at 512 = 0.48x" in flat
+        and "faster than Delethink: **not held**" in flat
+    )
 
 
 def test_eval_data_groups_and_timing_problems(tmp_path):

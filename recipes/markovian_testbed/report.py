@@ -197,9 +197,11 @@ def claim_c(
             lines.append(
                 f"- {mode}: per-token time at {last['budget']} / at {first['budget']} = {growth[mode]:.2f}x"
             )
-        held = growth["delethink"] <= TARGET_C_FLAT and growth["longcot"] > growth["delethink"]
+        lc_grows = growth["longcot"] > max(1.0, growth["delethink"])
+        held = growth["delethink"] <= TARGET_C_FLAT and lc_grows
         lines.append(
-            f"- target: Delethink flat within {TARGET_C_FLAT}x and LongCoT growing faster: {verdict(held)}"
+            f"- target: Delethink flat within {TARGET_C_FLAT}x, LongCoT growing (> 1x) and faster than "
+            f"Delethink: {verdict(held)}"
         )
     lines.append("")
     return lines + ["![cost](cost.png)", ""], {"records": records, "timing": rows}
