@@ -12,11 +12,10 @@ the trainer lays out a GRPO group (rollout.n = 8); `--group 1` gives every row i
 Each variant runs the real `DataParallelPPOActor.update_policy` (forward, backward, AdamW step) on
 the same batch:
 
-- padded:        fixed micro-batches of `--micro` rows, each padded to its longest row
+- padded:        fixed micro-batches of `--micro` rows of similar length (the actor cuts each mini-batch
+                 in order of row length), each padded to its longest row
 - budget:        use_dynamic_bsz, micro-batches of at most `--budget` real tokens, padded
 - budget+packed: the same micro-batches with use_remove_padding (rows packed into one sequence)
-- padded+sorted: as padded, rows sorted by length inside each mini-batch first. A diagnostic of what
-                 padding costs, not a trainer option.
 
 Throughput is real response tokens (the response mask) per CPU second of the process (one torch
 thread: on a shared machine the wall time swings with other jobs, the CPU time far less). The variants
@@ -40,6 +39,7 @@ from verl.models.tiny import build_model, build_tokenizer
 from verl.trainer.config_schema import ActorConfig
 from verl.trainer.ppo.batch import TrainRow, collate_rows, select_rows
 from verl.workers.actor.dp_actor import DataParallelPPOActor
+from verl.workers.actor.micro_batching import length_sorted_groups
 
 MIN_STEPS, MAX_STEPS = 14, 56  # the testbed's RL problem sizes
 
@@ -49,14 +49,12 @@ class Variant:
     name: str
     dynamic: bool
     packed: bool
-    sort: bool = False
 
 
 VARIANTS = (
     Variant("padded", dynamic=False, packed=False),
     Variant("budget", dynamic=True, packed=False),
     Variant("budget+packed", dynamic=True, packed=True),
-    Variant("padded+sorted", dynamic=False, packed=False, sort=True),
 )
 
 
@@ -78,16 +76,6 @@ def testbed_rows(num_rows: int, group: int, seed: int) -> list[TrainRow]:
                 TrainRow(prompt, response, [-1.0] * len(response), advantage, len(response), index + k)
             )
     return rows
-
-
-def sorted_within_mini_batches(batch: dict[str, torch.Tensor], num_mini: int) -> dict[str, torch.Tensor]:
-    """Rows ordered by length inside each contiguous mini-batch block; each optimizer step keeps its
-    rows, so the update is the same, only the padding of the fixed-size micro-batches changes."""
-    lengths = batch["attention_mask"].sum(-1)
-    order = torch.cat(
-        [block[lengths[block].argsort()] for block in torch.arange(len(lengths)).chunk(num_mini)]
-    )
-    return select_rows(batch, order)
 
 
 def make_actor(variant: Variant, micro: int, budget: int, norm_length: int) -> DataParallelPPOActor:
@@ -112,11 +100,15 @@ def timed_update(
     return time.process_time() - start, round(metrics["actor/micro_batches"] * num_mini)
 
 
-def padded_tokens(batch: dict[str, torch.Tensor], micro: int) -> int:
-    """Positions (real + pad) the padded variant's forwards run over: each micro-batch is trimmed to
-    its own longest row, so this is the cost padding adds, next to the real tokens."""
-    mask = batch["attention_mask"]
-    return sum(len(block) * int(block.sum(-1).max()) for block in mask.split(micro))
+def padded_tokens(batch: dict[str, torch.Tensor], micro: int, num_mini: int) -> int:
+    """Positions (real + pad) the padded variant's forwards run over: the actor cuts each mini-batch
+    into length-sorted micro-batches, each trimmed to its own longest row, so this is the cost padding
+    adds, next to the real tokens."""
+    total = 0
+    for block in batch["attention_mask"].sum(-1).chunk(num_mini):
+        lengths = block.tolist()
+        total += sum(len(g) * max(lengths[i] for i in g) for g in length_sorted_groups(lengths, micro))
+    return total
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
@@ -151,7 +143,6 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     rows = testbed_rows(num_rows, group, args.seed)
     batch = collate_rows(rows, build_tokenizer().pad_token_id)
     batch["old_log_probs"] = batch["rollout_log_probs"]
-    sorted_batch = sorted_within_mini_batches(batch, num_mini)
     response_tokens = int(batch["response_mask"].sum())
     real_tokens = int(batch["attention_mask"].sum())
     norm_length = batch["responses"].shape[1]
@@ -164,8 +155,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         f"threads {args.threads}, rounds {repeats}"
     )
     print(
-        f"positions per update: real {real_tokens}, padded micro-batches {padded_tokens(batch, micro)}, "
-        f"padded+sorted {padded_tokens(sorted_batch, micro)}"
+        f"positions per update: real {real_tokens}, padded micro-batches "
+        f"{padded_tokens(batch, micro, num_mini)}"
     )
     warm_up = select_rows(batch, slice(0, 2))  # first-call allocations and kernel choices, for all
     for actor in actors.values():
@@ -175,7 +166,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     micro_batches: dict[str, int] = {}
     for _ in range(repeats):
         for v in VARIANTS:
-            s, count = timed_update(actors[v.name], sorted_batch if v.sort else batch, num_mini)
+            s, count = timed_update(actors[v.name], batch, num_mini)
             seconds[v.name].append(s)
             micro_batches[v.name] = count
 

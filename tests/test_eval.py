@@ -293,3 +293,15 @@ def test_ignore_eos_fills_every_budget_in_both_modes(tiny_assets, tmp_path):
         assert not any(s["has_eos"] for s in samples)
         if name == "delethink":
             assert all(s["num_chunks"] == 6 for s in samples)
+
+
+def test_a_bad_data_row_exits_2_naming_file_and_row_without_a_traceback(tiny_assets, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    good = (tiny_assets / "data" / "val.jsonl").read_text().splitlines()[0]
+    bad.write_text(good + "\n" + json.dumps([1, 2]) + "\n")
+    overrides = base_overrides(tiny_assets, tmp_path / "out")
+    overrides[1] = f"data_files=[{bad}]"
+    result = run_cli(*overrides)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "data error:" in result.stderr and "bad.jsonl" in result.stderr
+    assert "Traceback" not in result.stderr

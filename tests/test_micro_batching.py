@@ -12,6 +12,7 @@ from verl.workers.actor.micro_batching import (
     balance_rows_across_ranks,
     balanced_partition,
     balanced_update_shards,
+    length_sorted_groups,
     partition_by_token_budget,
     split_to_count,
 )
@@ -81,3 +82,11 @@ def test_balanced_update_shards_by_hand():
     assert shards == [([0, 1, 7], [0, 0, 1]), ([2, 3, 4, 5, 6], [0, 0, 1, 1, 1])]
     with pytest.raises(ValueError, match="7 rows do not split into 2 mini-batches"):
         balanced_update_shards([1] * 7, num_mini_batches=2, world_size=2)
+
+
+def test_length_sorted_groups_put_similar_rows_together():
+    # lengths 50, 10, 40, 10, 30: by length (ties by row) rows 1, 3, 4, 2, 0 -> groups of two
+    assert length_sorted_groups([50, 10, 40, 10, 30], 2) == [[1, 3], [2, 4], [0]]
+    assert length_sorted_groups([7], 4) == [[0]] and length_sorted_groups([], 3) == []
+    with pytest.raises(ValueError, match="rows per micro-batch must be >= 1, got 0"):
+        length_sorted_groups([1, 2], 0)

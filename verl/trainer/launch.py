@@ -28,12 +28,6 @@ from verl.workers.worker_group import ActorRolloutWorkerGroup
 TRAINERS = {"ppo": RayPPOTrainer, "delethink": RayDelethinkTrainer}
 
 
-def max_question_tokens(config: PolicyIterationConfig) -> int:
-    """A Delethink chunk prompt is question + carry-over, and it must fit in data.max_prompt_length."""
-    carry = config.delethink_params.carry if config.is_delethink else 0
-    return config.data.max_prompt_length - carry
-
-
 def unsupported_reason(config: PolicyIterationConfig) -> str | None:
     """What this machine cannot run; such configs still validate and dry-run, but must not silently
     fall back to something else."""
@@ -113,7 +107,7 @@ def load_tokenizer(path: str) -> PreTrainedTokenizerBase:
 
 def load_data(config: PolicyIterationConfig, tokenizer) -> tuple[list[PromptItem], list[PromptItem]]:
     """(train, val) prompts; a bad file, row or data key exits with a line naming it, before Ray starts."""
-    limit = max_question_tokens(config)
+    limit = config.max_question_tokens
     try:
         return load_split(config, "train", tokenizer, limit), load_split(config, "val", tokenizer, limit)
     except ConfigError as e:
@@ -128,8 +122,7 @@ def start_ray(config: PolicyIterationConfig) -> None:
             ray.init()  # join the running cluster; it owns the resources
         else:
             # one CPU slot per rank even on a small machine: ranks share the cores (their threads are split)
-            world_size = config.trainer.nnodes * config.trainer.n_gpus_per_node
-            ray.init(num_cpus=max(os.cpu_count() or 1, world_size), include_dashboard=False)
+            ray.init(num_cpus=max(os.cpu_count() or 1, config.trainer.world_size), include_dashboard=False)
 
 
 def run(config: PolicyIterationConfig) -> dict[str, float]:

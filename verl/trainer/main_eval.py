@@ -3,7 +3,8 @@
 Runs a checkpoint in the LongCoT or Delethink environment over a list of budgets (mode=longcot |
 delethink), or both at equal total budgets (mode=probe: does the model already think Markovianly?).
 Writes {output_dir}/samples.jsonl, summary.json and, for several budgets, accuracy_vs_budget.png.
-A bad config stops here with a message naming the key and exit code 2, before any model loads.
+A bad config stops here with a message naming the key and exit code 2, before any model loads; a bad
+data file or row stops with a line naming it and exit code 2.
 Every key is documented in config/eval.yaml.
 """
 
@@ -12,6 +13,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from verl.data.rl_dataset import DataError
 from verl.eval.config import EvalConfig, load_eval_config
 from verl.trainer.cli_keys import exit_on_unknown_keys
 from verl.trainer.config_schema import ConfigError
@@ -26,6 +28,9 @@ def main(cfg: DictConfig) -> None:
         evaluate(config)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except DataError as e:
+        print(f"data error: {e}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -26,7 +26,7 @@ from torch.distributed.fsdp import FSDPModule
 from verl.trainer.config_schema import ActorConfig
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.batch import select_rows, trim_padding_columns
-from verl.workers.actor.micro_batching import partition_by_token_budget, split_to_count
+from verl.workers.actor.micro_batching import length_sorted_groups, partition_by_token_budget, split_to_count
 from verl.workers.actor.packing import packed_response_logits
 
 # per-token statistics reported as token-weighted means over all ranks
@@ -112,8 +112,7 @@ class DataParallelPPOActor:
         """Row groups of `batch`, one per forward pass, the same count on every rank (empty groups are
         zero-weight passes). With use_dynamic_bsz a group's real tokens stay within `max_token_len`
         (`budget_key` names the config key in errors); otherwise a group holds at most `rows_per_micro`
-        rows."""
-        n = batch["responses"].shape[0]
+        rows of similar length (each micro-batch pads to its own longest row)."""
         tokens = row_token_counts(batch)
         if self.config.use_dynamic_bsz:
             if max_token_len is None:
@@ -128,9 +127,7 @@ class DataParallelPPOActor:
                     stacklevel=3,
                 )
         else:
-            if rows_per_micro < 1:
-                raise ValueError(f"rows per micro-batch must be >= 1, got {rows_per_micro}")
-            groups = [list(range(s, min(s + rows_per_micro, n))) for s in range(0, n, rows_per_micro)]
+            groups = length_sorted_groups(tokens, rows_per_micro)
         count = torch.tensor([len(groups)], device=batch["responses"].device)
         count = int(all_reduce(count, dist.ReduceOp.MAX))
         return split_to_count(tokens, groups, count)

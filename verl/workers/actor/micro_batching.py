@@ -21,6 +21,16 @@ def _check_counts(token_counts: Sequence[int]) -> None:
         raise ValueError(f"token counts must be >= 0; rows {negative} are negative")
 
 
+def length_sorted_groups(token_counts: Sequence[int], rows_per_group: int) -> list[list[int]]:
+    """Rows cut into groups of `rows_per_group` in order of length (ties by row), so a padded
+    micro-batch holds rows of similar length and pads little; indices ascending within a group."""
+    if rows_per_group < 1:
+        raise ValueError(f"rows per micro-batch must be >= 1, got {rows_per_group}")
+    _check_counts(token_counts)
+    order = sorted(range(len(token_counts)), key=lambda i: (token_counts[i], i))
+    return [sorted(order[s : s + rows_per_group]) for s in range(0, len(order), rows_per_group)]
+
+
 def balanced_partition(token_counts: Sequence[int], num_groups: int) -> list[list[int]]:
     """Split rows into `num_groups` groups with near-equal token sums (greedy largest-first).
 
