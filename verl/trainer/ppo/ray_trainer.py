@@ -11,7 +11,7 @@ which the KL-in-reward penalty needs, on the trajectories that train, and `Token
 [trajectory, token] values onto the rows (a Delethink trajectory's tokens span its chunk rows).
 
 This class trains one row per trajectory (LongCoT). `RayDelethinkTrainer` overrides
-`build_training_batch` to train one row per chunk.
+`training_rows` to train one row per chunk.
 """
 
 from __future__ import annotations
