@@ -45,20 +45,6 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _reset_peak_rss() -> None:
-    # without the reset a transient of library start-up larger than the phase would hide it
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
-def _peak_rss() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024  # KiB
-    raise RuntimeError("/proc/self/status has no VmHWM line: this benchmark needs Linux")
-
-
 # --- the code before this change (verl/workers/actor/dp_actor.py, packing.py, core_algos.py) -------
 
 
@@ -168,6 +154,8 @@ def measure_case(
     """In this process: the phase's peak resident memory above what it started from, in bytes."""
     import torch
 
+    from verl.utils.peak_memory import peak_rss, reset_peak_rss
+
     torch.set_num_threads(1)
     model = _model(vocab)
     packed = layout == "packed"
@@ -176,9 +164,9 @@ def measure_case(
     batch = _batch(rows, prompt, response, vocab)
     gc.collect()
     start = _rss()
-    _reset_peak_rss()
+    reset_peak_rss()
     _run_phase(code, phase, packed, model, batch)
-    return {"added": _peak_rss() - start}
+    return {"added": peak_rss() - start}
 
 
 def _in_subprocess(case: tuple[str, str, str], sizes: argparse.Namespace) -> dict:

@@ -39,6 +39,7 @@ from verl.data.rl_dataset import PromptItem
 from verl.models.tiny import build_model, build_tokenizer
 from verl.trainer.config_schema import ActorConfig
 from verl.trainer.ppo.batch import collate_rows, flat_batch_correction_ratio, trajectory_rows
+from verl.utils.peak_memory import peak_rss, reset_peak_rss
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.rollout.base import SamplingParams
 from verl.workers.rollout.hf_engine import HFRolloutEngine
@@ -121,19 +122,6 @@ def release_large_blocks_on_free() -> None:
     that size come from a heap that keeps freed memory: a long LongCoT phase would then inflate the
     resident memory of every later phase."""
     ctypes.CDLL(None).mallopt(M_MMAP_THRESHOLD, MIB)
-
-
-def reset_peak_rss() -> None:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # "5": reset the high-water mark to the current resident set
-
-
-def peak_rss() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024  # KiB
-    raise RuntimeError("/proc/self/status has no VmHWM line: the memory figures need Linux")
 
 
 def timed(fn: Callable[[], object]) -> tuple[float, object, int]:
