@@ -74,6 +74,7 @@ EXPECTED = {
         "actor_rollout_ref.rollout.val_kwargs.do_sample": True,
         "trainer.group": "markovian_testbed",
         "trainer.default_local_dir": "outputs/testbed_longcot",
+        "actor_rollout_ref.model.share_prompt_prefix": False,
     },
     "testbed_delethink": {
         "algorithm.delethink.chunk_size": 128,  # C = B / 4
@@ -85,6 +86,7 @@ EXPECTED = {
         "reward_model.reward_manager": "delethink",
         "trainer.name": "delethink",
         "trainer.group": "markovian_testbed",
+        "actor_rollout_ref.model.share_prompt_prefix": True,  # LongCoT's long rows stay padded
     },
     # the paper's runs: values from the paper and its reference configs (docs/PAPER_CONFIGS.md)
     "r1d-1.5b_deepscaler": {
@@ -157,7 +159,7 @@ def _overrides(name: str) -> list[str]:
 
 
 def test_every_yaml_in_the_config_dir_is_covered():
-    other_entry_points = {"sft_tiny", "sft_testbed", "eval"}  # main_sft's and main_eval's configs
+    other_entry_points = {"sft", "sft_tiny", "sft_testbed", "eval"}  # main_sft's and main_eval's configs
     names = {p.stem for p in CONFIG_DIR.glob("*.yaml")} - other_entry_points
     assert names == set(EXPECTED)
 

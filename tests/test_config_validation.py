@@ -25,6 +25,22 @@ def _error(name: str, overrides: list[str], check_paths: bool = False) -> str:
 
 # (config, override, text the message must contain: the key path and the value)
 BAD_VALUES = [
+    (
+        "tiny_delethink",
+        [
+            "actor_rollout_ref.model.share_prompt_prefix=true",
+            "actor_rollout_ref.model.use_remove_padding=true",
+        ],
+        "actor_rollout_ref.model.share_prompt_prefix=True: cannot be combined with use_remove_padding=true",
+    ),
+    (
+        "tiny_longcot",
+        [
+            "actor_rollout_ref.model.share_prompt_prefix=true",
+            "actor_rollout_ref.model.attn_implementation=flash_attention_2",
+        ],
+        "model.share_prompt_prefix=True: needs attn_implementation='sdpa' (got 'flash_attention_2')",
+    ),
     ("tiny_longcot", "data.max_prompt_length=0", "data.max_prompt_length=0: must be > 0"),
     ("tiny_longcot", "data.max_response_length=-5", "data.max_response_length=-5: must be > 0"),
     ("tiny_longcot", "data.train_batch_size=0", "data.train_batch_size=0: must be > 0"),
@@ -80,9 +96,9 @@ BAD_VALUES = [
     # registries: the message lists what is allowed
     (
         "tiny_longcot",
-        "algorithm.adv_estimator=gae",
-        "algorithm.adv_estimator='gae': must be one of ['grpo', 'rloo', 'reinforce_plus_plus', "
-        "'reinforce_plus_plus_baseline', 'remax']",
+        "algorithm.adv_estimator=gea",
+        "algorithm.adv_estimator='gea': must be one of ['grpo', 'rloo', 'reinforce_plus_plus', "
+        "'reinforce_plus_plus_baseline', 'remax', 'gae']",
     ),
     (
         "tiny_longcot",

@@ -12,6 +12,7 @@ from verl.envs import make_context_manager
 from verl.eval.config import load_eval_config
 from verl.trainer import main_sft
 from verl.trainer.config_schema import CONFIG_DIR, DelethinkConfig, compose_config, load_config
+from verl.trainer.sft.continuation import delethink_cuts
 
 TINY = {"chunk_size": 32, "keep_head": 4, "keep_tail": 12, "max_chunks": 7}  # tiny_delethink's values
 
@@ -103,7 +104,7 @@ def test_training_eval_sft_and_context_manager_build_the_same_object(tiny_assets
     # SFT has no I (its examples resume from every boundary); the rest is training's object
     sft = sft_config.task.continuation.params
     assert sft == dataclasses.replace(training, max_chunks=DelethinkParams.max_chunks)
-    assert main_sft.delethink_cuts(80, sft) == [32, 48, 64]  # after C, then every C - m
+    assert delethink_cuts(80, sft) == [32, 48, 64]  # after C, then every C - m
 
     # the context manager takes training's algorithm.delethink section as its ctx_config, key for key
     tokenizer = AutoTokenizer.from_pretrained(tiny_assets / "model")

@@ -35,7 +35,35 @@ def make_batch(actor, num_trajectories=6):
             resp = torch.randint(3, 200, (2 + (i * 3 + c) % 5,), generator=g).tolist()
             turns.append(Turn(prompt, resp, [0.0] * len(resp), "length"))
         trajs.append(Trajectory(turns))
-    batch = collate_rows(trajectory_rows(trajs, ADVANTAGES[:num_trajectories]), pad_token_id=0)
+    return with_log_probs(actor, collate_rows(trajectory_rows(trajs, ADVANTAGES[:num_trajectories]), 0))
+
+
+def make_shared_batch(actor):
+    """Rows that share prompt prefixes the way the trainer's do: two GRPO groups of three samples with
+    one prompt each (5 and 8 tokens), and a Delethink-like group of two trajectories of three chunks
+    (prompts: the question; then question + the first 2 thinking tokens + the last 2 of the chunk)."""
+    g = torch.Generator().manual_seed(2)
+
+    def tokens(n):
+        return torch.randint(3, 200, (n,), generator=g).tolist()
+
+    def turn(prompt, response, stop="length"):
+        return Turn(prompt, response, [0.0] * len(response), stop)
+
+    trajs = []
+    for prompt_length in (5, 8):
+        prompt = tokens(prompt_length)
+        trajs += [Trajectory([turn(prompt, tokens(2 + i))]) for i in range(3)]
+    question = tokens(6)
+    for i in range(2):
+        chunks = [tokens(5), tokens(5), tokens(2 + i)]
+        head = chunks[0][:2]
+        prompts = [question, question + head + chunks[0][-2:], question + head + chunks[1][-2:]]
+        trajs.append(Trajectory([turn(p, c) for p, c in zip(prompts, chunks, strict=True)]))
+    return with_log_probs(actor, collate_rows(trajectory_rows(trajs, ADVANTAGES[: len(trajs)]), 0))
+
+
+def with_log_probs(actor, batch):
     old = actor.compute_log_prob(batch, rows_per_micro=4, max_token_len=64)
     # every other row off-policy by a ratio of e^0.3 = 1.35 > 1 + clip_ratio_high: those tokens clip
     batch["old_log_probs"] = old - 0.3 * (torch.arange(old.shape[0])[:, None] % 2)
@@ -52,15 +80,19 @@ def actor_config(**overrides):
     return ActorConfig(**{**settings, **overrides})
 
 
-def update(model, lr=0.0, use_remove_padding=False, num_mini_batches=1, **overrides):
-    """One update of a copy of `model`; returns (gradients, parameters after the step, metrics)."""
+def update(
+    model, lr=0.0, use_remove_padding=False, num_mini_batches=1, share_prompt_prefix=False, batch=make_batch,
+    **overrides,
+):  # fmt: skip
+    """One update of a copy of `model` on the batch `batch(actor)` makes; returns (gradients, parameters
+    after the step, metrics)."""
     m = copy.deepcopy(model)
     optimizer = torch.optim.SGD(m.parameters(), lr=lr)  # lr 0: keep weights, inspect gradients
     actor = DataParallelPPOActor(
         m, optimizer, actor_config(**overrides), temperature=1.0, norm_length=8,
-        use_remove_padding=use_remove_padding,
+        use_remove_padding=use_remove_padding, share_prompt_prefix=share_prompt_prefix,
     )  # fmt: skip
-    batch = make_batch(actor)
+    batch = batch(actor)
     metrics = actor.update_policy(batch, num_mini_batches=num_mini_batches, correction_ratio=1.5)
     grads = {n: p.grad.clone() for n, p in m.named_parameters()}
     return grads, {n: p.detach().clone() for n, p in m.named_parameters()}, metrics
@@ -191,9 +223,11 @@ def test_log_probs_entropy_and_parameter_gradients_equal_the_float32_path(
         loss = (weights[0] * log_probs + weights[1] * entropy).sum()
         return log_probs[real], entropy[real], torch.autograd.grad(loss, list(m.parameters()))
 
-    new = results(lambda b: core_algos.log_probs_and_entropy(actor._logits(b), b["responses"], temperature))
+    new = results(
+        lambda b: core_algos.log_probs_and_entropy(actor._logits(b)[0], b["responses"], temperature)
+    )
     actor.model = FullLogitsInFloat32(m)
-    old = results(lambda b: reference_log_probs_and_entropy(actor._logits(b), b["responses"], temperature))
+    old = results(lambda b: reference_log_probs_and_entropy(actor._logits(b)[0], b["responses"], temperature))
     torch.testing.assert_close(new[0], old[0], atol=1e-6, rtol=0)
     torch.testing.assert_close(new[1], old[1], atol=1e-5, rtol=0)
     for grad, old_grad in zip(new[2], old[2], strict=True):

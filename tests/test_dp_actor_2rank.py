@@ -7,6 +7,8 @@ after one optimizer step within 1e-5.
   balanced  use_dynamic_bsz: rows spread over the ranks by tokens, micro-batches by a token budget
   lopsided  use_dynamic_bsz, packing, and shards of very different sizes: the short rank runs
             zero-weight passes to match the other's forwards (and has no rows at all in one mini-batch)
+  shared    share_prompt_prefix on rows that share prompts (make_shared_batch): two forward passes of
+            the sharded model per micro-batch, the prefix's gradient gathered from every row
 """
 
 from pathlib import Path
@@ -16,7 +18,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from tests.test_dp_actor import actor_config, make_batch
+from tests.test_dp_actor import actor_config, make_batch, make_shared_batch
 from verl.models.tiny import build_model, build_tokenizer
 from verl.trainer.ppo.batch import select_rows
 from verl.workers.actor.dp_actor import DataParallelPPOActor, row_token_counts
@@ -35,7 +37,7 @@ COMPARED_METRICS = ("actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "actor/
 def new_actor(case: dict, model: torch.nn.Module) -> DataParallelPPOActor:
     return DataParallelPPOActor(
         model, torch.optim.SGD(model.parameters(), lr=LR), case["config"], temperature=1.0, norm_length=8,
-        use_remove_padding=case["packed"],
+        use_remove_padding=case["packed"], share_prompt_prefix=case.get("shared", False),
     )  # fmt: skip
 
 
@@ -67,7 +69,7 @@ def rank_main(rank: int, port: int, workdir: str) -> None:
     try:
         inputs = torch.load(Path(workdir) / "inputs.pt", weights_only=False)
         results = {
-            name: run_case(case, inputs["batch"], *(split[rank] for split in case["splits"]))
+            name: run_case(case, case["batch"], *(split[rank] for split in case["splits"]))
             for name, case in inputs["cases"].items()
         }
         torch.save(results, Path(workdir) / f"rank{rank}.pt")
@@ -75,7 +77,7 @@ def rank_main(rank: int, port: int, workdir: str) -> None:
         dist.destroy_process_group()
 
 
-def make_cases(batch: dict) -> dict:
+def make_cases(batch: dict, shared_batch: dict) -> dict:
     from verl.workers.worker_group import update_shard_indices
 
     n = batch["responses"].shape[0]
@@ -86,18 +88,34 @@ def make_cases(batch: dict) -> dict:
     # mini-batch 0 = rows 0-5, mini-batch 1 = rows 6-11; rank 0: one row of the first, none of the second
     lopsided = [([0], [0]), ([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], [0] * 5 + [1] * 6)]
     dynamic = dict(use_dynamic_bsz=True, ppo_max_token_len_per_gpu=20)
+    shared_rows = shared_batch["responses"].shape[0]
     return {
         "rows": dict(
+            batch=batch,
             config=actor_config(loss_agg_mode="token-mean", ppo_micro_batch_size_per_gpu=2), packed=False,
             splits=(halves, contiguous, [None, None]),
         ),
         "balanced": dict(
+            batch=batch,
             config=actor_config(loss_agg_mode="seq-mean-token-norm-trace-length", **dynamic), packed=False,
             splits=(halves, [rows for rows, _ in balanced], [index for _, index in balanced]),
         ),
         "lopsided": dict(
+            batch=batch,
             config=actor_config(loss_agg_mode="seq-mean-token-mean", **dynamic), packed=True,
             splits=([[0, 1], list(range(2, n))], [rows for rows, _ in lopsided], [i for _, i in lopsided]),
+        ),
+        "shared": dict(
+            batch=shared_batch, shared=True,
+            config=actor_config(
+                loss_agg_mode="seq-mean-token-norm-trace-length", ppo_micro_batch_size_per_gpu=3
+            ),
+            packed=False,
+            splits=(
+                [list(range(shared_rows // 2)), list(range(shared_rows // 2, shared_rows))],
+                [idx.tolist() for idx in update_shard_indices(shared_rows, NUM_MINI_BATCHES, WORLD_SIZE)],
+                [None, None],
+            ),
         ),
     }  # fmt: skip
 
@@ -106,15 +124,15 @@ def test_two_ranks_take_the_one_process_step(tmp_path):
     from verl.workers.fsdp_workers import free_port
 
     model = build_model(build_tokenizer(), seed=0)
-    batch = make_batch(DataParallelPPOActor(model, None, actor_config(), 1.0, 8), num_trajectories=8)
-    cases = make_cases(batch)
-    torch.save({"batch": batch, "cases": cases}, tmp_path / "inputs.pt")
+    actor = DataParallelPPOActor(model, None, actor_config(), 1.0, 8)
+    cases = make_cases(make_batch(actor, num_trajectories=8), make_shared_batch(actor))
+    torch.save({"cases": cases}, tmp_path / "inputs.pt")
     mp.spawn(rank_main, args=(free_port(), str(tmp_path)), nprocs=WORLD_SIZE, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(WORLD_SIZE)]
 
-    n = batch["responses"].shape[0]
-    everything = list(range(n))
     for name, case in cases.items():
+        batch = case["batch"]
+        everything = list(range(batch["responses"].shape[0]))
         single = run_case(case, batch, everything, everything, None)
         log_probs = torch.zeros_like(single["log_probs"])
         for r, rows in enumerate(case["splits"][0]):

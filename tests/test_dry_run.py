@@ -21,6 +21,9 @@ SCRIPTS = {
     "examples/reproduce_rl_training/delethink_96k.sh": ["up to I = 23 chunks", "thinking budget 98304 "],
     "examples/longcot_template.sh": ["LongCoT", "thinking budget 128 "],
     "examples/delethink_template.sh": ["Delethink", "thinking budget 128 "],
+    "examples/critic_gae.sh": [
+        "LongCoT", "advantages      gae (gamma 1, lam 0.95): critic from outputs/tiny/sft, lr 0.0001",
+    ],
     "examples/multi_node_template.sh": ["ray start --head --port=6379", "2 node(s) x 8 cuda", "Delethink"],
 }  # fmt: skip
 # The estimate's last lines (hand check of 60.75 for the 8K-token rows: engine 0.6 x 79.6 = 47.76,
@@ -39,6 +42,7 @@ ESTIMATES = {
     ],
     "examples/longcot_template.sh": ["peak GPU memory: not estimated (trainer.device=cpu)"],
     "examples/delethink_template.sh": ["peak GPU memory: not estimated (trainer.device=cpu)"],
+    "examples/critic_gae.sh": ["peak GPU memory: not estimated (trainer.device=cpu)"],
     # 16 ranks halve the gradients and Adam moments: 60.75 - (0.83 + 1.65) / 2
     "examples/multi_node_template.sh": ["peak 59.51 GiB (old log-probs) of trainer.gpu_memory_gib=79.6"],
 }  # fmt: skip

@@ -162,6 +162,16 @@ def test_an_engine_that_keeps_its_memory_and_the_reference_model():
     assert est.phases["rollout"]["weights shard"] == 1664 and est.kv_pool is None
 
 
+def test_the_critic_adds_its_own_fsdp_state_to_every_phase():
+    # gae: weights 4 * 1664 / 4 = 1664, gradients 1664, Adam moments 3328 -> 6656 bytes per rank
+    without, est = small_estimate(), small_estimate(critic=True)
+    for name, phase in est.phases.items():
+        assert phase["critic"] == 6656
+        assert sum(phase.values()) == sum(without.phases[name].values()) + 6656
+    assert small_estimate(critic=True, critic_optimizer_offload=True).phases["update"]["critic"] == 3328
+    assert "critic" not in small_estimate(critic=True, critic_param_offload=True).phases["update"]
+
+
 @pytest.mark.parametrize(
     "dynamic, budget, rows, expected",
     [

@@ -24,6 +24,9 @@ from verl.data.synthetic import solve
 from verl.models.tiny import build_model, build_tokenizer, save_tiny
 from verl.trainer import main_sft
 from verl.trainer.config_schema import ConfigError
+from verl.trainer.sft import batches
+from verl.trainer.sft import task as sft_task
+from verl.trainer.sft.continuation import continuation_example, delethink_cuts
 from verl.workers.rollout.base import GenerateOutput, RolloutEngine, SamplingParams
 
 CONFIG_DIR = Path(main_sft.__file__).parent / "config"
@@ -52,14 +55,14 @@ def train_config(**overrides) -> main_sft.TrainConfig:
 
 
 def test_collate_pads_right_and_masks_prompt_and_padding():
-    batch = main_sft.collate([([1, 2], [3, 4]), ([5], [6])], pad_id=0)
+    batch = batches.collate([([1, 2], [3, 4]), ([5], [6])], pad_id=0)
     assert batch["input_ids"].tolist() == [[1, 2, 3, 4], [5, 6, 0, 0]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]
     assert batch["labels"].tolist() == [[-100, -100, 3, 4], [-100, 6, -100, -100]]
 
 
 def test_encode_example_is_chat_prompt_then_reference_response_and_eos(tokenizer):
-    prompt, target = main_sft.encode_example(tokenizer, solve([3, 5]))
+    prompt, target = sft_task.encode_example(tokenizer, solve([3, 5]))
     user, assistant, think, think_end = tokenizer.convert_tokens_to_ids(
         ["<|user|>", "<|assistant|>", "<think>", "</think>"]
     )
@@ -68,34 +71,34 @@ def test_encode_example_is_chat_prompt_then_reference_response_and_eos(tokenizer
 
 
 def test_training_problems_follow_the_task_config():
-    task = main_sft.TaskConfig(min_size=2, max_size=3, zero_prob=1.0)
+    task = sft_task.TaskConfig(min_size=2, max_size=3, zero_prob=1.0)
     rng = random.Random(0)
-    problems = [main_sft.draw_training_problem(rng, task) for _ in range(50)]
+    problems = [sft_task.draw_training_problem(rng, task) for _ in range(50)]
     assert {p.num_terms for p in problems} == {p.size for p in problems} == {2, 3}
     assert all(p.answer == "0" and set(p.question) <= set("abc0 ") for p in problems)
     # the shift register: sizes are steps; a larger max_size (continuation problems) widens the range
-    task = main_sft.TaskConfig(name="shift_register", min_size=4, max_size=6)
-    problems = [main_sft.draw_training_problem(rng, task) for _ in range(50)]
+    task = sft_task.TaskConfig(name="shift_register", min_size=4, max_size=6)
+    problems = [sft_task.draw_training_problem(rng, task) for _ in range(50)]
     assert {p.num_steps for p in problems} == {4, 5, 6}
     assert all(p == shift_register.solve(p.question[:4], p.num_steps) for p in problems)
-    assert {main_sft.draw_training_problem(rng, task, 40).size for _ in range(200)} == set(range(4, 41))
+    assert {sft_task.draw_training_problem(rng, task, 40).size for _ in range(200)} == set(range(4, 41))
 
 
 def test_delethink_cuts_fall_after_c_then_every_c_minus_m_and_never_at_the_end():
     # C = 32, m = 16: cuts after 32, 48, 64, ... tokens; a 64-token response ends (eos) inside chunk 3
     params = DelethinkParams(chunk_size=32, keep_head=4, keep_tail=12)
-    assert main_sft.delethink_cuts(64, params) == [32, 48]
-    assert main_sft.delethink_cuts(65, params) == [32, 48, 64]
-    assert main_sft.delethink_cuts(32, params) == []  # chunk 1 holds it all, eos included
+    assert delethink_cuts(64, params) == [32, 48]
+    assert delethink_cuts(65, params) == [32, 48, 64]
+    assert delethink_cuts(32, params) == []  # chunk 1 holds it all, eos included
 
 
 def test_continuation_example_is_prompt_plus_head_and_tail_then_the_next_chunk():
     target = list(range(100, 160))
     params = DelethinkParams(chunk_size=32, keep_head=4, keep_tail=12)
-    prompt, chunk = main_sft.continuation_example([1, 2], target, cut=32, params=params)
+    prompt, chunk = continuation_example([1, 2], target, cut=32, params=params)
     assert prompt == [1, 2, 100, 101, 102, 103, *range(120, 132)]
     assert chunk == list(range(132, 148))  # C - m = 16 tokens: where the loop cuts again
-    _, last_chunk = main_sft.continuation_example([1, 2], target, cut=48, params=params)
+    _, last_chunk = continuation_example([1, 2], target, cut=48, params=params)
     assert last_chunk == list(range(148, 160))  # the response ends inside this chunk
 
 
@@ -120,41 +123,41 @@ class ReplayEngine(RolloutEngine):
 @pytest.mark.parametrize("num_terms", [7, 12, 30])
 def test_continuation_prompts_are_the_prompts_the_delethink_loop_sends(tokenizer, num_terms):
     problem = solve([(3 * i + 1) % 10 for i in range(num_terms)], labels="abcdef")
-    prompt, target = main_sft.encode_example(tokenizer, problem)
+    prompt, target = sft_task.encode_example(tokenizer, problem)
     chunk, head, tail = 32, 4, 12
     engine = ReplayEngine(target, tokenizer.eos_token_id)
-    params = main_sft.ContinuationConfig(chunk_size=chunk, keep_head=head, keep_tail=tail).params
+    params = sft_task.ContinuationConfig(chunk_size=chunk, keep_head=head, keep_tail=tail).params
     loop = DelethinkAgentLoop(engine, dataclasses.replace(params, max_chunks=50))
     # the loop gets its prompt the way RL does (rl_dataset), not from main_sft
     item = PromptItem(encode_prompt(tokenizer, problem.question), "synthetic", problem.answer)
     trajectory = asyncio.run(loop.run(item, SamplingParams(max_new_tokens=chunk, seed=0)))
     assert [t for turn in trajectory.turns for t in turn.response_ids] == target  # the whole trace replayed
 
-    cuts = main_sft.delethink_cuts(len(target), params)
+    cuts = delethink_cuts(len(target), params)
     assert len(cuts) == len(engine.prompts) - 1 >= 1
     assert engine.prompts[0] == prompt
     for cut, sent, turn in zip(cuts, engine.prompts[1:], trajectory.turns[1:], strict=True):
-        example_prompt, chunk = main_sft.continuation_example(prompt, target, cut, params)
+        example_prompt, chunk = continuation_example(prompt, target, cut, params)
         assert example_prompt == sent
         assert chunk == turn.response_ids  # the example's target is exactly the chunk the loop generated
 
 
 def test_continuation_option_off_draws_the_same_examples_as_before(tokenizer):
-    task = main_sft.TaskConfig(min_size=1, max_size=12, zero_prob=0.3)
+    task = sft_task.TaskConfig(min_size=1, max_size=12, zero_prob=0.3)
     rng_new, rng_old = random.Random(5), random.Random(5)
     for _ in range(40):
         # the stream before the option existed: draw a problem (a..z labels) and encode it whole
         num_terms = rng_old.randint(1, 12)
         digits = [0 if rng_old.random() < 0.3 else rng_old.randrange(10) for _ in range(num_terms)]
-        expected = main_sft.encode_example(tokenizer, solve(digits))
-        assert main_sft.draw_training_example(rng_new, tokenizer, task) == expected
+        expected = sft_task.encode_example(tokenizer, solve(digits))
+        assert sft_task.draw_training_example(rng_new, tokenizer, task) == expected
 
 
 def test_continuation_option_on_mixes_in_resumed_traces(tokenizer):
-    cont = main_sft.ContinuationConfig(prob=0.5, chunk_size=32, keep_head=4, keep_tail=12)
-    task = main_sft.TaskConfig(min_size=8, max_size=12, zero_prob=0.0, labels="abcdef", continuation=cont)
+    cont = sft_task.ContinuationConfig(prob=0.5, chunk_size=32, keep_head=4, keep_tail=12)
+    task = sft_task.TaskConfig(min_size=8, max_size=12, zero_prob=0.0, labels="abcdef", continuation=cont)
     rng = random.Random(0)
-    examples = [main_sft.draw_training_example(rng, tokenizer, task) for _ in range(200)]
+    examples = [sft_task.draw_training_example(rng, tokenizer, task) for _ in range(200)]
     think = tokenizer.convert_tokens_to_ids("<think>")
     resumed = [(p, t) for p, t in examples if p[-1] != think]
     assert 70 <= len(resumed) <= 130  # about half (8+ terms: every trace is cut at least once)
@@ -166,15 +169,15 @@ def test_continuation_option_on_mixes_in_resumed_traces(tokenizer):
 
 
 def test_long_starts_are_the_first_tokens_of_problems_past_the_whole_trace_sizes(tokenizer):
-    task = main_sft.TaskConfig(
+    task = sft_task.TaskConfig(
         name="shift_register",
         min_size=2,
         max_size=5,
-        continuation=main_sft.ContinuationConfig(max_size=40),
-        long_start=main_sft.LongStartConfig(prob=0.5, tokens=27),
+        continuation=sft_task.ContinuationConfig(max_size=40),
+        long_start=sft_task.LongStartConfig(prob=0.5, tokens=27),
     )
     rng = random.Random(3)
-    examples = [main_sft.draw_training_example(rng, tokenizer, task) for _ in range(200)]
+    examples = [sft_task.draw_training_example(rng, tokenizer, task) for _ in range(200)]
     starts = [(p, t) for p, t in examples if t[-1] != tokenizer.eos_token_id]
     assert 70 <= len(starts) <= 130  # about half; every other example is a whole trace ending in eos
     sizes = set()
@@ -206,14 +209,12 @@ def test_lr_factor_warmup_then_cosine():
 def test_a_few_steps_lower_the_loss_on_a_fixed_batch(tokenizer):
     model = build_model(tokenizer, seed=0)
     problems = [solve([d, (d * 3) % 10, 7]) for d in range(8)]
-    batch = main_sft.collate(
-        [main_sft.encode_example(tokenizer, p) for p in problems], tokenizer.pad_token_id
-    )
+    batch = batches.collate([sft_task.encode_example(tokenizer, p) for p in problems], tokenizer.pad_token_id)
     with torch.no_grad():
-        before = main_sft.sft_loss(model, batch).item()
+        before = batches.sft_loss(model, batch).item()
     losses = main_sft.train(model, lambda: [batch], train_config(steps=10))
     with torch.no_grad():
-        after = main_sft.sft_loss(model, batch).item()
+        after = batches.sft_loss(model, batch).item()
     assert len(losses) == 10
     assert losses[0] == pytest.approx(before, rel=1e-5)
     assert after < 0.7 * before
@@ -221,23 +222,23 @@ def test_a_few_steps_lower_the_loss_on_a_fixed_batch(tokenizer):
 
 def test_loss_ignores_prompt_tokens(tokenizer):
     model = build_model(tokenizer, seed=0)
-    a = main_sft.collate([main_sft.encode_example(tokenizer, solve([1, 2]))], tokenizer.pad_token_id)
-    b = main_sft.collate([main_sft.encode_example(tokenizer, solve([1, 2]))], tokenizer.pad_token_id)
+    a = batches.collate([sft_task.encode_example(tokenizer, solve([1, 2]))], tokenizer.pad_token_id)
+    b = batches.collate([sft_task.encode_example(tokenizer, solve([1, 2]))], tokenizer.pad_token_id)
     b["labels"][0, :3] = a["input_ids"][0, :3]  # supervise the first prompt tokens too
     with torch.no_grad():
-        assert main_sft.sft_loss(model, a).item() != pytest.approx(main_sft.sft_loss(model, b).item())
+        assert batches.sft_loss(model, a).item() != pytest.approx(batches.sft_loss(model, b).item())
         logits = model(input_ids=a["input_ids"]).logits[0]
     # hand-rolled: mean next-token cross-entropy over the target positions only
     targets = a["labels"][0, 1:]
     keep = targets != -100
     manual = torch.nn.functional.cross_entropy(logits[:-1][keep], targets[keep])
     with torch.no_grad():
-        assert main_sft.sft_loss(model, a).item() == pytest.approx(manual.item(), rel=1e-5)
+        assert batches.sft_loss(model, a).item() == pytest.approx(manual.item(), rel=1e-5)
 
 
 def test_training_stops_once_the_accuracy_target_is_reached(tokenizer):
     model = build_model(tokenizer, seed=0)
-    batch = main_sft.collate([main_sft.encode_example(tokenizer, solve([1]))], tokenizer.pad_token_id)
+    batch = batches.collate([sft_task.encode_example(tokenizer, solve([1]))], tokenizer.pad_token_id)
     readings = iter([0.1, 0.3, 0.5, 0.9])
     cfg = train_config(steps=20, stop_at_accuracy=0.4, check_every=2)
     losses = main_sft.train(model, lambda: [batch], cfg, lambda: next(readings))
@@ -246,16 +247,16 @@ def test_training_stops_once_the_accuracy_target_is_reached(tokenizer):
 
 def test_summarize_counts_by_size():
     greedy = [
-        main_sft.Outcome(4, True, 19, 29),
-        main_sft.Outcome(4, False, 19, 29),
-        main_sft.Outcome(5, True, 24, 34),
+        sft_task.Outcome(4, True, 19, 29),
+        sft_task.Outcome(4, False, 19, 29),
+        sft_task.Outcome(5, True, 24, 34),
     ]
     sampled = [
-        main_sft.Outcome(4, False, 30, 40),
-        main_sft.Outcome(4, False, 19, 29),
-        main_sft.Outcome(5, True, 24, 34),
+        sft_task.Outcome(4, False, 30, 40),
+        sft_task.Outcome(4, False, 19, 29),
+        sft_task.Outcome(5, True, 24, 34),
     ]
-    summary = main_sft.summarize(greedy, sampled)
+    summary = sft_task.summarize(greedy, sampled)
     assert summary["4"]["greedy_accuracy"] == 0.5
     assert summary["4"]["sampled_accuracy"] == 0.0
     assert summary["4"]["sampled_thinking_tokens_max"] == 30
@@ -375,28 +376,28 @@ def test_cli_writes_a_loadable_checkpoint(tmp_path):
 def test_length_sorted_micro_batches_give_the_one_batch_gradient(tokenizer):
     # whole traces of 1..40 steps and short chunks: very different lengths, as in the testbed's SFT
     rng = random.Random(0)
-    task = main_sft.TaskConfig(
+    task = sft_task.TaskConfig(
         name="shift_register",
         min_size=1,
         max_size=40,
-        continuation=main_sft.ContinuationConfig(
+        continuation=sft_task.ContinuationConfig(
             prob=0.5, max_size=90, chunk_size=64, keep_head=9, keep_tail=23
         ),
     )
-    examples = [main_sft.draw_training_example(rng, tokenizer, task) for _ in range(12)]
-    pieces = main_sft.length_sorted_micro_batches(examples, 4, tokenizer.pad_token_id)
+    examples = [sft_task.draw_training_example(rng, tokenizer, task) for _ in range(12)]
+    pieces = batches.length_sorted_micro_batches(examples, 4, tokenizer.pad_token_id)
     assert [len(p["input_ids"]) for p in pieces] == [3, 3, 3, 3]
     widths = [p["input_ids"].shape[1] for p in pieces]
     assert widths == sorted(widths) and widths[0] < widths[-1]  # each piece pads only to its own longest
-    assert sum(main_sft.num_targets(p) for p in pieces) == sum(len(t) for _, t in examples)
-    assert len(main_sft.length_sorted_micro_batches(examples[:2], 4, tokenizer.pad_token_id)) == 2
+    assert sum(batches.num_targets(p) for p in pieces) == sum(len(t) for _, t in examples)
+    assert len(batches.length_sorted_micro_batches(examples[:2], 4, tokenizer.pad_token_id)) == 2
 
     def gradient(micro_batches):
         model = build_model(tokenizer, seed=0)
-        loss = main_sft.backward_mean_loss(model, micro_batches)
+        loss = batches.backward_mean_loss(model, micro_batches)
         return loss, torch.cat([p.grad.flatten() for p in model.parameters()])
 
-    whole_loss, whole_grad = gradient([main_sft.collate(examples, tokenizer.pad_token_id)])
+    whole_loss, whole_grad = gradient([batches.collate(examples, tokenizer.pad_token_id)])
     split_loss, split_grad = gradient(pieces)
     assert split_loss == pytest.approx(whole_loss, rel=1e-5)
     assert torch.allclose(split_grad, whole_grad, atol=1e-6, rtol=1e-4)

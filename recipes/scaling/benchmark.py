@@ -57,6 +57,9 @@ class BenchConfig:
     keep_tail: int = 24
     repeats: int = 1  # timings are the best of this many runs
     micro_tokens: int = 16384  # the actor's token budget per micro-batch (use_dynamic_bsz), both envs
+    # Delethink's actor computes the prompt prefixes its rows share once (the testbed's Delethink config
+    # does; LongCoT's long rows train faster on the padded path's causal kernel, so it stays padded)
+    share_prompt_prefix: bool = True
 
     @property
     def carry(self) -> int:
@@ -88,9 +91,9 @@ class Measurement:
     rollout_s: float
     train_s: float
     tokens: int  # sampled tokens in the whole batch
-    train_tokens: (
-        int  # tokens the training forward runs through: Delethink re-reads question + carry per chunk
-    )
+    # real tokens the training forward runs through (actor/forward_tokens): Delethink re-reads the carry
+    # per chunk, and the question too unless the actor shares prompt prefixes
+    train_tokens: int
     max_context: int  # longest turn (prompt + response): the most keys any decode step attended to
     peak_kv_bytes: int  # KV cache of the largest wave at its longest, computed from the model shape
     rollout_rss: int  # peak resident bytes of the whole process during the rollout
@@ -152,13 +155,15 @@ def rollout(env: str, engine: HFRolloutEngine, prompt: list[int], cfg: BenchConf
     return asyncio.run(run_agent_loops(loop, items, params))
 
 
-def train_step(actor: DataParallelPPOActor, trajectories: list[Trajectory], pad_token_id: int) -> None:
-    """One PPO update on all rows."""
+def train_step(
+    actor: DataParallelPPOActor, trajectories: list[Trajectory], pad_token_id: int
+) -> dict[str, float]:
+    """One PPO update on all rows; its metrics."""
     # alternating advantages so the policy-gradient loss is not zero
     rows = trajectory_rows(trajectories, [1.0 if i % 2 else -1.0 for i in range(len(trajectories))])
     batch = collate_rows(rows, pad_token_id)
     batch["old_log_probs"] = batch["rollout_log_probs"]  # on-policy: the sampler's log-probs are the old ones
-    actor.update_policy(
+    return actor.update_policy(
         batch, num_mini_batches=1, correction_ratio=flat_batch_correction_ratio(len(rows), len(trajectories))
     )
 
@@ -186,19 +191,25 @@ def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[
         use_dynamic_bsz=True,
         ppo_max_token_len_per_gpu=cfg.micro_tokens,
     )
-    actor = DataParallelPPOActor(
-        actor_model,
-        torch.optim.AdamW(actor_model.parameters(), lr=1e-6),
-        actor_config,
-        temperature=1.0,
-        norm_length=longest,
-    )
+    optimizer = torch.optim.AdamW(actor_model.parameters(), lr=1e-6)
+    # one model and optimizer; with share_prompt_prefix Delethink's rows go through the shared-prefix forward
+    actors = {
+        env: DataParallelPPOActor(
+            actor_model,
+            optimizer,
+            actor_config,
+            temperature=1.0,
+            norm_length=longest,
+            share_prompt_prefix=cfg.share_prompt_prefix and env == "Delethink",
+        )  # fmt: skip
+        for env in ENVS
+    }
     kv_per_token = kv_bytes_per_token(engine.model)
 
     # warm-up: first calls pay for lazy initialisation (kernels, optimizer state) that is not rollout cost
     warm = dataclasses.replace(cfg, chunks=(2,), repeats=1)
     for env in ENVS:
-        train_step(actor, rollout(env, engine, prompt, warm, 2), tokenizer.pad_token_id)
+        train_step(actors[env], rollout(env, engine, prompt, warm, 2), tokenizer.pad_token_id)
     reset_peak_rss()
     log(f"resident memory after warm-up (models, optimizer, libraries): {peak_rss() / MIB:.0f} MiB")
 
@@ -209,13 +220,16 @@ def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[
         # per (env, phase): best time and the highest peak over the repeats
         best: dict[tuple[str, str], float] = defaultdict(lambda: float("inf"))
         peak: dict[tuple[str, str], int] = defaultdict(int)
+        train_tokens: dict[str, int] = {}
         for _ in range(cfg.repeats):
             for env in ENVS:
                 seconds, trajs, rss = timed(partial(rollout, env, engine, prompt, cfg, num_chunks))
                 best[env, "rollout"] = min(best[env, "rollout"], seconds)
                 peak[env, "rollout"] = max(peak[env, "rollout"], rss)
                 trajectories[(env, length)] = trajs
-                seconds, _, rss = timed(partial(train_step, actor, trajs, tokenizer.pad_token_id))
+                train = partial(train_step, actors[env], trajs, tokenizer.pad_token_id)
+                seconds, metrics, rss = timed(train)
+                train_tokens[env] = round(metrics["actor/forward_tokens"])
                 best[env, "train"] = min(best[env, "train"], seconds)
                 peak[env, "train"] = max(peak[env, "train"], rss)
         for env in ENVS:
@@ -229,7 +243,7 @@ def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[
                 rollout_s=rollout_s,
                 train_s=train_s,
                 tokens=sum(tr.trace_length for tr in trajs),
-                train_tokens=sum(len(t.prompt_ids) + len(t.response_ids) for tr in trajs for t in tr.turns),
+                train_tokens=train_tokens[env],
                 max_context=max_context,
                 # every trajectory's turns finish together, so each wave holds the whole batch
                 peak_kv_bytes=cfg.batch * max_context * kv_per_token,
@@ -326,6 +340,13 @@ def parse_args(argv: list[str] | None) -> tuple[BenchConfig, Path, int]:
         default=16384,
         help="actor tokens per micro-batch (ppo_max_token_len_per_gpu)",
     )
+    parser.add_argument(
+        "--share-prompt-prefix",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Delethink's actor computes the prompt prefixes its rows share once (model.share_prompt_prefix, "
+        "as the testbed's Delethink config); --no-share-prompt-prefix trains it padded",
+    )
     args = parser.parse_args(argv)
     # I = 2^k - 1 chunks gives L = C * 2^(k-1) with the default C = 64, m = 32: 64, 128, ..., 8192 = 128 C
     defaults = (
@@ -341,6 +362,7 @@ def parse_args(argv: list[str] | None) -> tuple[BenchConfig, Path, int]:
         keep_tail=args.keep_tail,
         repeats=args.repeats or defaults["repeats"],
         micro_tokens=args.micro_tokens,
+        share_prompt_prefix=args.share_prompt_prefix,
     )
     return cfg, args.out, args.threads
 
@@ -351,7 +373,8 @@ def main(argv: list[str] | None = None) -> dict:
     release_large_blocks_on_free()
     print(
         f"batch={cfg.batch} C={cfg.chunk_size} keep_head={cfg.keep_head} keep_tail={cfg.keep_tail} "
-        f"chunks={list(cfg.chunks)} repeats={cfg.repeats} threads={torch.get_num_threads()}"
+        f"chunks={list(cfg.chunks)} repeats={cfg.repeats} threads={torch.get_num_threads()} "
+        f"share_prompt_prefix={cfg.share_prompt_prefix}"
     )
     results, trajectories = measure(cfg, log=partial(print, flush=True))
     print(format_table(results))

@@ -3,7 +3,7 @@
 #   1. RL data whose labels repeat (alphabet a..f over 4..12 terms), so a long problem is the same kind
 #      of problem as a trained one
 #   2. SFT from the same initial model with the same budget, half of the examples being the reference
-#      trace resumed from a Delethink chunk cut (task.continuation, main_sft.ContinuationConfig)
+#      trace resumed from a Delethink chunk cut (task.continuation, verl/trainer/sft/task.py)
 #   3. LongCoT-RL and Delethink-RL from it (tiny_longcot / tiny_delethink, same seed), STEPS each
 #   4. the evaluations of run.sh (budget sweeps past B, probes) on an a..f set up to 40 terms, and the report
 # A stage whose output exists is skipped; FORCE=1 redoes everything.

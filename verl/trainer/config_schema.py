@@ -142,12 +142,24 @@ class ModelConfig:
     path: str  # HF model directory (with config.json) or hub id org/name
     enable_gradient_checkpointing: bool = False  # recompute activations in backward to save memory
     use_remove_padding: bool = False  # pack rows into one sequence (varlen attention; flash-attn on GPU)
+    # actor and reference: pack each micro-batch with the prompt prefixes its rows share (a group's
+    # samples, a Delethink trajectory's chunks) computed once; same log-probs and gradients, sdpa only
+    # (verl/workers/actor/shared_prefix.py)
+    share_prompt_prefix: bool = False
     # actor and reference attention: sdpa | flash_attention_2 (GPU, the flash-attn package: packed rows run
     # its variable-length kernels; sdpa gives a packed micro-batch one dense block-diagonal mask)
     attn_implementation: str = "sdpa"
 
     def problems(self, key: str) -> list[str]:
-        return _broken(self, key, [*_not_empty("path"), _one_of("attn_implementation", ATTN_IMPLEMENTATIONS)])
+        return _broken(self, key, [
+            *_not_empty("path"),
+            _one_of("attn_implementation", ATTN_IMPLEMENTATIONS),
+            ("share_prompt_prefix", lambda v: not (v and self.use_remove_padding),
+             "cannot be combined with use_remove_padding=true: they are two layouts of the forward pass"),
+            ("share_prompt_prefix", lambda v: not (v and self.attn_implementation != "sdpa"),
+             f"needs attn_implementation='sdpa' (got {self.attn_implementation!r}): the shared-prefix "
+             "attention runs sdpa over each row's view of the packed micro-batch"),
+        ])  # fmt: skip
 
 
 @dataclass
@@ -349,6 +361,45 @@ class ActorRolloutRefConfig:
 
 
 @dataclass
+class CriticModelConfig:
+    path: str | None = None  # HF model directory or hub id of the value model; null: the actor's model
+    enable_gradient_checkpointing: bool = False  # recompute activations in backward to save memory
+
+    def problems(self, key: str) -> list[str]:
+        return _broken(self, key, [("path", lambda v: v != "", "must be null (the actor's model) or a path")])
+
+
+@dataclass
+class CriticConfig:
+    """The value model of algorithm.adv_estimator=gae (built only then): the base model with a one-output
+    token-classification head, trained in the actor's worker group on the actor's mini-batches."""
+
+    model: CriticModelConfig = field(default_factory=CriticModelConfig)  # the network under the value head
+    # AdamW of the critic; a fresh value head learns faster than the policy moves (verl runs use ~1e-5)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    ppo_micro_batch_size_per_gpu: int = 8  # rows per forward/backward of the critic update
+    forward_micro_batch_size_per_gpu: int = 8  # rows per forward when computing the values
+    use_dynamic_bsz: bool = False  # micro-batches by token budget (ppo_max_token_len_per_gpu) instead of rows
+    ppo_max_token_len_per_gpu: int = 32768  # tokens (prompt + response) per micro-batch with use_dynamic_bsz
+    ppo_epochs: int = 1  # passes over each step's batch
+    # a prediction moves at most this far from the values the advantages used: the clipped value loss
+    cliprange_value: float = 0.5
+    grad_clip: float = 1.0  # max global gradient norm
+    # how per-token value losses become one number (core_algos.LOSS_AGG_MODES)
+    loss_agg_mode: str = "token-mean"
+    fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
+
+    def problems(self, key: str) -> list[str]:
+        from verl.trainer.ppo import core_algos
+
+        return _broken(self, key, [
+            *_positive("ppo_micro_batch_size_per_gpu", "forward_micro_batch_size_per_gpu",
+                       "ppo_max_token_len_per_gpu", "ppo_epochs", "cliprange_value", "grad_clip"),
+            _one_of("loss_agg_mode", core_algos.LOSS_AGG_MODES),
+        ])  # fmt: skip
+
+
+@dataclass
 class DelethinkConfig:
     """algorithm.delethink: the fields of agent_loop.delethink_params.DelethinkParams, which checks them."""
 
@@ -400,12 +451,14 @@ class KLControlConfig:
 
 @dataclass
 class AlgorithmConfig:
-    # grpo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax (core_algos.ADV_ESTIMATORS)
+    # grpo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax | gae (with the critic:
+    # critic.*) (core_algos.ADV_ESTIMATORS)
     adv_estimator: str = "grpo"
     # divide GRPO advantages by the group's reward std; false (with the actor's loss_agg_mode
     # seq-mean-token-sum-norm): Dr. GRPO
     norm_adv_by_std_in_grpo: bool = True
-    gamma: float = 1.0  # reinforce_plus_plus: discount of later token rewards, in (0, 1]
+    gamma: float = 1.0  # reinforce_plus_plus and gae: discount of later token rewards, in (0, 1]
+    lam: float = 1.0  # gae: lambda, the bias-variance trade-off of the advantage, in [0, 1]
     # subtract kl_ctrl.kl_coef x KL(policy || reference) from every token's reward (not grpo/rloo)
     use_kl_in_reward: bool = False
     kl_penalty: str = "kl"  # KL estimator of use_kl_in_reward (core_algos.KL_PENALTY_TYPES)
@@ -423,6 +476,7 @@ class AlgorithmConfig:
         return _broken(self, key, [
             _one_of("adv_estimator", core_algos.ADV_ESTIMATORS),
             ("gamma", lambda v: 0 < v <= 1, "must be in (0, 1]"),
+            ("lam", lambda v: 0 <= v <= 1, "must be in [0, 1]"),
             _one_of("kl_penalty", core_algos.KL_PENALTY_TYPES),
             ("use_kl_in_reward", lambda v: not v or self.adv_estimator not in core_algos.OUTCOME_ESTIMATORS,
              f"adv_estimator={self.adv_estimator!r} gives one advantage per trajectory from the scores; "
@@ -482,6 +536,7 @@ class TrainerConfig:
     # GiB of one GPU; a cuda run whose estimated peak (DRY_RUN=1 prints it) exceeds it is refused
     gpu_memory_gib: float = 80.0
     seed: int = 1  # seed of sampling and initialisation
+    critic_warmup: int = 0  # gae: the first N steps update only the critic (the actor waits for its values)
 
     @property
     def world_size(self) -> int:
@@ -492,6 +547,7 @@ class TrainerConfig:
         return _broken(self, key, [
             _one_of("name", TRAINER_NAMES),
             *_positive("total_training_steps", "nnodes", "n_gpus_per_node"),
+            *_non_negative("critic_warmup"),
             ("test_freq", _off_or_positive, "must be -1 (off / all at once) or > 0"),
             ("save_freq", _off_or_positive, "must be -1 (off / all at once) or > 0"),
             ("log_val_generations", lambda v: v >= 0, "must be >= 0 (0: log none)"),
@@ -539,6 +595,7 @@ class PolicyIterationConfig:
     reward_model: RewardModelConfig
     custom_reward_function: CustomRewardFunctionConfig
     trainer: TrainerConfig
+    critic: CriticConfig = field(default_factory=CriticConfig)  # value model (algorithm.adv_estimator=gae)
     environment: str = "longcot"  # set by the environment file (config/environment/): its own name
     # problem sets by name (config group train_tasks/); used with or instead of data.train_files
     train_tasks: dict[str, TaskConfig] = field(default_factory=dict)
@@ -568,6 +625,16 @@ class PolicyIterationConfig:
         from verl.agent_loop.delethink_params import DelethinkParams
 
         return DelethinkParams(**dataclasses.asdict(self.algorithm.delethink))
+
+    @property
+    def uses_critic(self) -> bool:
+        """Whether the run trains a value model: only algorithm.adv_estimator=gae needs one."""
+        return self.algorithm.adv_estimator == "gae"
+
+    @property
+    def critic_model_path(self) -> str:
+        """critic.model.path, or the actor's model when it is null."""
+        return self.critic.model.path or self.actor_rollout_ref.model.path
 
     @property
     def trajectories_per_step(self) -> int:
@@ -829,12 +896,18 @@ def _cross_section_errors(c: PolicyIterationConfig) -> list[str]:
         "actor_rollout_ref.model.attn_implementation",
         f"flash-attention runs on GPU only, but trainer.device={tr.device!r}; use sdpa on CPU",
     )
-    for key in ("param_offload", "optimizer_offload"):
-        check(
-            not getattr(arr.actor.fsdp_config, key) or tr.device == "cuda",
-            f"{actor}.fsdp_config.{key}",
-            "offloading moves GPU memory to the CPU; with trainer.device=cpu there is nothing to offload",
-        )
+    for section in (f"{actor}.fsdp_config", "critic.fsdp_config"):
+        for key in ("param_offload", "optimizer_offload"):
+            check(
+                not _value(c, f"{section}.{key}") or tr.device == "cuda",
+                f"{section}.{key}",
+                "offloading moves GPU memory to the CPU; with trainer.device=cpu there is nothing to offload",
+            )
+    check(
+        tr.critic_warmup == 0 or estimator == "gae",
+        "trainer.critic_warmup",
+        f"warms up the critic, which only algorithm.adv_estimator=gae has (it is {estimator!r}); set it to 0",
+    )
     # the delethink trainer's rows vary in number (and so do dynamic-batch rows): only ppo splits evenly
     mini_rows, world_size = mini_batch * arr.rollout.n, tr.world_size
     check(
@@ -911,6 +984,10 @@ def _path_errors(c: PolicyIterationConfig) -> list[str]:
     model_problem = model_path_problem(model_path)
     if model_problem:
         missing("actor_rollout_ref.model.path", model_path, model_problem)
+    critic_path = c.critic.model.path
+    critic_problem = critic_path and c.algorithm.adv_estimator == "gae" and model_path_problem(critic_path)
+    if critic_problem:
+        missing("critic.model.path", critic_path, critic_problem)
     for key in ("train_files", "val_files"):
         for i, path in enumerate(getattr(c.data, key)):
             if not Path(path).is_file():

@@ -1,139 +1,72 @@
-"""SFT warm start: `python -m verl.trainer.main_sft [key=value ...]` (config: config/sft_tiny.yaml).
+"""SFT: `python -m verl.trainer.main_sft [--config-name=sft] [key=value ...]`, or under
+`torchrun --nproc_per_node=N` for N FSDP2 ranks (sft/parallel.py). Loss on the response tokens only.
 
-Teaches the tiny model the reference LongCoT traces of a synthetic task (task.name: `running_sum`,
-verl/data/synthetic.py, or `shift_register`, verl/data/shift_register.py): prompt = chat template +
-generation prompt, target = `THINKING</think>\\boxed{A}<|end|>`, loss on the target tokens only. Opt-in
-(task.continuation.prob > 0): some examples are the chunk the Delethink loop generates after a cut
-(prompt = question + carry-over), so the model learns to continue a chunk. Problems are drawn on the fly
-from `train.seed`, in a stream separate from the RL data files. Training stops early once the model is
-*partly* good
-(train.stop_at_accuracy), so that RL has something left to learn. At the end a held-out evaluation prints
-accuracy by problem size (greedy and temperature 1), then the model and tokenizer are saved with
-`save_pretrained`, atomically, to `output_dir`, with the resolved config (sft_config.yaml) and the losses
-and evaluation (sft_metrics.json).
+Two data sources (data.source):
+- `task` (config/sft_tiny.yaml, sft_testbed.yaml): the tiny model learns the reference LongCoT traces of
+  a synthetic task (task.name: `running_sum`, verl/data/synthetic.py, or `shift_register`,
+  verl/data/shift_register.py), drawn on the fly from `train.seed` in a stream separate from the RL
+  data: prompt = chat template + generation prompt, target = `THINKING</think>\\boxed{A}<|end|>`.
+  Opt-in (task.continuation.prob > 0): some examples are the chunk the Delethink loop generates after
+  a cut (prompt = question + carry-over), so the model learns to continue a chunk. Training stops
+  early once the model is *partly* good (train.stop_at_accuracy), so that RL has something left to
+  learn, and a held-out evaluation prints accuracy by problem size (greedy and temperature 1).
+- `files` (config/sft.yaml): prompt/response or chat-message rows of jsonl/parquet files, any HF
+  causal LM (sft/files.py); validation loss on data.val_files; data.continuation turns a share of the
+  long traces into Delethink continuation chunks (sft/continuation.py, shared with the task).
+Logging (console/jsonl/wandb), checkpoints that resume (sft/checkpoint.py) and micro-batching
+(sft/batches.py) are the same for both. At the end the model and tokenizer are saved with
+`save_pretrained`, atomically, to `output_dir`, with the resolved config (sft_config.yaml) and the
+losses, evaluation and last validation (sft_metrics.json).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import random
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 
 import hydra
-import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from tqdm import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
-from verl.agent_loop.delethink_params import DelethinkParams, delethink_param_problems
-from verl.data import shift_register
-from verl.data.synthetic import (
-    LABELS,
-    Problem,
-    check_labels,
-    compute_score,
-    make_problem,
-    problem_sizes,
-    solve,
-)
+from verl.agent_loop.delethink_params import delethink_param_problems
+from verl.data.rl_dataset import DataError
+from verl.data.synthetic import check_labels
 from verl.models.model_dir import model_dir_problems
 from verl.trainer.cli_keys import exit_on_unknown_keys
-from verl.trainer.config_schema import ConfigError
+from verl.trainer.config_schema import ConfigError, FSDPConfig
+from verl.trainer.sft import checkpoint as sft_checkpoint
+from verl.trainer.sft import parallel
+from verl.trainer.sft.batches import Batch, Pair, backward_mean_loss, local_micro_batches, mean_loss
+from verl.trainer.sft.files import DataConfig, FileBatches, load_examples
+from verl.trainer.sft.parallel import SINGLE, Ranks, init_ranks
+from verl.trainer.sft.task import (
+    TASK_MAX_SIZE,
+    EvalConfig,
+    TaskBatches,
+    TaskConfig,
+    evaluate,
+    format_summary,
+    held_out_problems,
+    summarize,
+)
+from verl.utils.checkpoint import ResumeError, find_resume
+from verl.utils.cleanup import closed_after
 from verl.utils.fs import atomic_dir
-
-IGNORE_INDEX = -100  # label of a token that carries no loss (prompt and padding)
+from verl.utils.tracking import Tracking
 
 
 @dataclass
 class ModelConfig:
     path: str
-
-
-@dataclass
-class ContinuationConfig:
-    """Delethink-style examples (off at prob 0): the reference trace resumed from a chunk boundary.
-
-    A model trained only on whole traces has never seen thinking that starts from a carry-over, so it
-    cannot continue a Delethink chunk; these examples show it. The prompt is exactly what
-    DelethinkAgentLoop sends for the chunk after a cut: the question's chat prompt + the carry-over of
-    the reference thinking so far. Cuts fall where the loop cuts: after chunk_size, then every
-    chunk_size - keep_head - keep_tail (the tiny_delethink config's C and C - m). The Delethink fields
-    have training's names (algorithm.delethink) and build the same DelethinkParams.
-    """
-
-    prob: float = (
-        0.0  # share of training examples that are a continuation chunk (if the problem is cut at all)
-    )
-    # continuation problems are drawn from sizes [task.min_size, max_size]; null: task.max_size. Larger
-    # shows the model chunks from deep inside problems longer than any of its whole traces, at the
-    # positions a Delethink chunk has, while its whole traces stay within the training budget
-    max_size: int | None = None
-    chunk_size: int = 32  # C
-    keep_head: int = 4  # carry-over: the first keep_head thinking tokens
-    keep_tail: int = 12  # carry-over: the last keep_tail thinking tokens
-
-    def params_fields(self) -> dict[str, int]:
-        """The DelethinkParams fields set here (I does not matter: examples resume from every boundary)."""
-        return {"chunk_size": self.chunk_size, "keep_head": self.keep_head, "keep_tail": self.keep_tail}
-
-    @cached_property
-    def params(self) -> DelethinkParams:
-        """The Delethink parameters whose loop these examples imitate (load_sft_config has checked them)."""
-        return DelethinkParams(**self.params_fields())
-
-
-TaskProblem = (
-    Problem | shift_register.Problem
-)  # what every task's generator returns: question, response, size
-TASK_MAX_SIZE = {"running_sum": len(LABELS), "shift_register": shift_register.MAX_STEPS}
-
-
-@dataclass
-class LongStartConfig:
-    """The first tokens of problems longer than any whole trace (off at prob 0).
-
-    A whole trace's first step can depend on the question's size (the shift register's counter starts
-    at n), and whole traces show only sizes up to task.max_size, so a model trained on them can misread
-    a larger n at the start; continuation chunks never show a start. These examples do: a problem of a
-    size drawn from (task.max_size, task.continuation_max_size], its chat prompt, and only the first
-    `tokens` response tokens as the target (no eos, so nothing teaches stopping there).
-    """
-
-    prob: float = 0.0  # share of training examples that are such a start
-    tokens: int = 27  # response tokens per start (27: three shift-register steps)
-
-
-@dataclass
-class TaskConfig:
-    """The training problems. For the running sum they differ from the RL data on purpose, to get past
-    two plateaus fast:
-
-    - short problems (from 1 term) teach the label lookup that copies a term's digit into the thinking;
-    - extra zero digits: with uniform digits the next running sum is independent of the previous sum alone
-      (and of the digit alone), so nothing rewards reading either until both are read together; a step that
-      adds 0 copies the previous sum, which starts the model reading it.
-    """
-
-    name: str = "running_sum"  # running_sum (size: terms) | shift_register (size: steps)
-    min_size: int = 1  # whole-trace problem sizes are drawn uniformly from [min_size, max_size]
-    max_size: int = 12
-    zero_prob: float = 0.0  # running_sum: each digit is 0 with this probability, else uniform over 0..9
-    labels: str = LABELS  # running_sum: term i is labelled labels[i % len(labels)], also when held out
-    continuation: ContinuationConfig = field(default_factory=ContinuationConfig)
-    long_start: LongStartConfig = field(default_factory=LongStartConfig)
-
-    @property
-    def continuation_max_size(self) -> int:
-        return self.max_size if self.continuation.max_size is None else self.continuation.max_size
 
 
 @dataclass
@@ -154,14 +87,28 @@ class TrainConfig:
     # seed and the machine's float rounding, so a fixed step count would give anything from 10% to 90%.
     stop_at_accuracy: float | None
     check_every: int  # steps between accuracy checks
+    # a token budget per forward instead (prompt + target tokens, padding excluded): each rank's rows are
+    # split into as few balanced micro-batches as fit it (micro_batching.partition_by_token_budget);
+    # null: train.micro_batches
+    max_tokens_per_micro_batch: int | None = None
+    # pack each micro-batch's rows into one unpadded sequence (position ids restart per row; see
+    # workers/actor/packing.py): no compute on padding with flash-attention, the same loss
+    use_remove_padding: bool = False
 
 
 @dataclass
-class EvalConfig:
-    num_problems: int  # held-out problems (running sum: uniform digits), spread evenly over the sizes
-    min_size: int  # the sizes of the RL data
-    max_size: int
-    max_new_tokens: int
+class TrainerConfig:
+    """Logging, validation and checkpoints (the RL trainer's key names)."""
+
+    logger: list[str] = field(default_factory=list)  # console | jsonl | wandb (offline without a key)
+    project_name: str = "verl_sft"  # wandb project
+    experiment_name: str = "sft"  # wandb run name
+    # run directory: metrics.jsonl, wandb files and global_step_N checkpoints; null: none of them
+    default_local_dir: str | None = None
+    test_freq: int = 0  # steps between validation losses on data.val_files (and at the end); 0: the end only
+    save_freq: int = 0  # steps between checkpoints (and at the end) in default_local_dir; 0: none
+    resume_mode: str = "auto"  # auto: from the newest complete checkpoint in default_local_dir | disable
+    overwrite: bool = False  # with resume_mode=disable: move a previous run in default_local_dir aside
 
 
 @dataclass
@@ -175,6 +122,13 @@ class SFTConfig:
     task: TaskConfig
     train: TrainConfig
     eval: EvalConfig
+    data: DataConfig = field(default_factory=DataConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    fsdp: FSDPConfig = field(default_factory=FSDPConfig)  # under torchrun: the actor's FSDP2 settings
+
+    @property
+    def from_files(self) -> bool:
+        return self.data.source == "files"
 
 
 def _model_problem(model_dir: Path) -> str | None:
@@ -188,6 +142,10 @@ def _model_problem(model_dir: Path) -> str | None:
 
 def load_sft_config(cfg: DictConfig) -> SFTConfig:
     """Type-check `cfg` against SFTConfig and check the rules; a ConfigError names the key and value."""
+    cfg = cfg.copy()
+    for key in ("data.train_files", "data.val_files"):  # one file may be given as a plain string
+        if isinstance(OmegaConf.select(cfg, key), str):
+            OmegaConf.update(cfg, key, [OmegaConf.select(cfg, key)])
     try:
         config: SFTConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SFTConfig), cfg))
     except OmegaConfBaseException as e:
@@ -251,130 +209,51 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
             f"output_dir={config.output_dir}: exists and is not empty; set force=true to overwrite it",
         ),
     ]
+    trainer, data = config.trainer, config.data
+    rules += [
+        (data.source in ("task", "files"), f"data.source={data.source!r}: must be task or files"),
+        (
+            not config.from_files or t.stop_at_accuracy is None,
+            f"train.stop_at_accuracy={t.stop_at_accuracy}: the held-out accuracy is the task's; set it to "
+            "null with data.source=files",
+        ),
+        (
+            t.max_tokens_per_micro_batch is None or t.max_tokens_per_micro_batch >= 1,
+            f"train.max_tokens_per_micro_batch={t.max_tokens_per_micro_batch}: must be >= 1 or null",
+        ),
+        *[
+            (
+                logger in ("console", "jsonl", "wandb"),
+                f"trainer.logger: {logger!r} is not one of console, jsonl, wandb",
+            )
+            for logger in trainer.logger
+        ],
+        (trainer.test_freq >= 0, f"trainer.test_freq={trainer.test_freq}: must be >= 0"),
+        (trainer.save_freq >= 0, f"trainer.save_freq={trainer.save_freq}: must be >= 0"),
+        (
+            trainer.resume_mode in ("auto", "disable"),
+            f"trainer.resume_mode={trainer.resume_mode!r}: must be auto or disable",
+        ),
+        (
+            trainer.default_local_dir is not None
+            or (trainer.save_freq == 0 and not set(trainer.logger) & {"jsonl", "wandb"}),
+            "trainer.default_local_dir=null: trainer.save_freq > 0 and the jsonl and wandb loggers write "
+            "there; set it",
+        ),
+    ]
     errors = [message for ok, message in rules if not ok]
     errors += [f"task.continuation.{p}" for p in delethink_param_problems(**cont.params_fields())]
+    errors += config.fsdp.problems("fsdp")
+    if config.fsdp.optimizer_offload:
+        errors.append("fsdp.optimizer_offload=True: not supported by main_sft; set it to false")
+    if config.from_files:
+        errors += data.problems()
+        errors += [
+            f"data.continuation.{p}" for p in delethink_param_problems(**data.continuation.params_fields())
+        ]
     if errors:
         raise ConfigError("\n".join(errors))
     return config
-
-
-def encode_example(tokenizer: PreTrainedTokenizerBase, problem: TaskProblem) -> tuple[list[int], list[int]]:
-    """(prompt ids, target ids): the chat prompt ending in `<think>`, and the reference response + eos."""
-    messages = [{"role": "user", "content": problem.question}]
-    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=False)
-    target = tokenizer.encode(problem.response, add_special_tokens=False) + [tokenizer.eos_token_id]
-    return prompt, target
-
-
-def collate(examples: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded input ids, attention mask and labels (IGNORE_INDEX on prompt and padding)."""
-    width = max(len(p) + len(t) for p, t in examples)
-    input_ids = torch.full((len(examples), width), pad_id)
-    attention_mask = torch.zeros((len(examples), width), dtype=torch.long)
-    labels = torch.full((len(examples), width), IGNORE_INDEX)
-    for row, (prompt, target) in enumerate(examples):
-        ids = prompt + target
-        input_ids[row, : len(ids)] = torch.tensor(ids)
-        attention_mask[row, : len(ids)] = 1
-        labels[row, len(prompt) : len(ids)] = torch.tensor(target)
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
-
-
-def delethink_cuts(target_len: int, params: DelethinkParams) -> list[int]:
-    """The token counts after which the Delethink loop cuts a `target_len`-token response: C, C + (C - m),
-    ... A chunk that ends in the response's last token (eos) stops the loop, so no cut is at target_len.
-    (Cuts past I chunks are kept: the examples teach continuing from any boundary.)"""
-    return list(range(params.chunk_size, target_len, params.intermediate_budget))
-
-
-def continuation_example(
-    prompt: list[int], target: list[int], cut: int, params: DelethinkParams
-) -> tuple[list[int], list[int]]:
-    """(question prompt + carry-over of target[:cut], the tokens the loop generates next): the chunk after
-    a cut, which ends at the next cut or at the response's end. Only that chunk is a target, so no
-    example puts a token further from its prompt than a Delethink chunk does."""
-    return prompt + params.carry_over(target[:cut]), target[cut : cut + params.intermediate_budget]
-
-
-def draw_training_problem(
-    rng: random.Random, task: TaskConfig, max_size: int | None = None, min_size: int | None = None
-) -> TaskProblem:
-    """A problem of a size drawn uniformly from [min_size or task.min_size, max_size or task.max_size]."""
-    size = rng.randint(
-        task.min_size if min_size is None else min_size, task.max_size if max_size is None else max_size
-    )
-    if task.name == "shift_register":
-        return shift_register.make_problem(rng, size)
-    digits = [0 if rng.random() < task.zero_prob else rng.randrange(10) for _ in range(size)]
-    return solve(digits, task.labels)
-
-
-def draw_training_example(
-    rng: random.Random, tokenizer: PreTrainedTokenizerBase, task: TaskConfig
-) -> tuple[list[int], list[int]]:
-    """A whole reference trace; or with probability task.continuation.prob the chunk after a cut drawn
-    uniformly among the cuts of a problem up to task.continuation_max_size (a trace too short to be cut
-    stays whole); or with probability task.long_start.prob the start of a problem past task.max_size.
-    The first chunk of a long problem is not drawn: with it, one testbed warm start learned far slower
-    (recipes/markovian_testbed/README.md); a long start is much shorter."""
-    cont, start = task.continuation, task.long_start
-    # both options at prob 0 draw nothing more from rng: the default stream is the one without them
-    if cont.prob == 0 and start.prob == 0:
-        return encode_example(tokenizer, draw_training_problem(rng, task))
-    draw = rng.random()
-    if draw < cont.prob:
-        prompt, target = encode_example(
-            tokenizer, draw_training_problem(rng, task, task.continuation_max_size)
-        )
-        cuts = delethink_cuts(len(target), cont.params)
-        if cuts:
-            return continuation_example(prompt, target, rng.choice(cuts), cont.params)
-        return prompt, target
-    if draw < cont.prob + start.prob:
-        problem = draw_training_problem(rng, task, task.continuation_max_size, task.max_size + 1)
-        prompt, target = encode_example(tokenizer, problem)
-        return prompt, target[: start.tokens]
-    return encode_example(tokenizer, draw_training_problem(rng, task))
-
-
-def length_sorted_micro_batches(
-    examples: list[tuple[list[int], list[int]]], num_micro_batches: int, pad_id: int
-) -> list[dict[str, torch.Tensor]]:
-    """The examples sorted by length and cut into up to `num_micro_batches` collated pieces of near-equal
-    row counts, so that each piece pads only to its own longest example."""
-    ordered = sorted(examples, key=lambda e: len(e[0]) + len(e[1]))
-    bounds = np.linspace(0, len(ordered), min(num_micro_batches, len(ordered)) + 1).round().astype(int)
-    return [collate(ordered[a:b], pad_id) for a, b in zip(bounds, bounds[1:], strict=False)]
-
-
-def sample_batch(
-    rng: random.Random, tokenizer: PreTrainedTokenizerBase, train: TrainConfig, task: TaskConfig
-) -> list[dict[str, torch.Tensor]]:
-    examples = [draw_training_example(rng, tokenizer, task) for _ in range(train.batch_size)]
-    return length_sorted_micro_batches(examples, train.micro_batches, tokenizer.pad_token_id)
-
-
-def sft_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Mean next-token cross-entropy over the target tokens of the batch."""
-    return model(**batch).loss
-
-
-def num_targets(batch: dict[str, torch.Tensor]) -> int:
-    """Tokens the loss is taken over (the causal LM predicts labels[1:] from the tokens before them)."""
-    return int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
-
-
-def backward_mean_loss(model: PreTrainedModel, micro_batches: list[dict[str, torch.Tensor]]) -> float:
-    """Backpropagate the mean loss over every target token of all micro-batches, one forward each; return
-    that mean. Each piece's mean is weighted by its share of the target tokens, so the gradient is the one
-    of a single forward over the whole batch."""
-    total = sum(num_targets(b) for b in micro_batches)
-    mean = 0.0
-    for batch in micro_batches:
-        loss = sft_loss(model, batch) * (num_targets(batch) / total)
-        loss.backward()
-        mean += loss.item()
-    return mean
 
 
 def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
@@ -385,147 +264,212 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) 
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
-def train(
-    model: PreTrainedModel,
-    next_batch: Callable[[], list[dict[str, torch.Tensor]]],
-    cfg: TrainConfig,
-    accuracy: Callable[[], float] | None = None,
-) -> list[float]:
-    """AdamW on batches (lists of micro-batches) from `next_batch` for `cfg.steps` steps, or until
-    `accuracy()` (called every `cfg.check_every` steps) reaches `cfg.stop_at_accuracy`. Returns the loss
-    of every step taken."""
+def make_optimizer(
+    model: PreTrainedModel, cfg: TrainConfig
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW and its warm-up + cosine schedule over `cfg.steps` steps."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(step, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)
     )
+    return optimizer, schedule
+
+
+def train(
+    model: PreTrainedModel,
+    next_batch: Callable[[], list[Batch | None]],
+    cfg: TrainConfig,
+    accuracy: Callable[[], float] | None = None,
+    *,
+    optimizer: torch.optim.Optimizer | None = None,
+    schedule: torch.optim.lr_scheduler.LambdaLR | None = None,
+    after_step: Callable[[int, dict[str, float]], None] | None = None,
+    ranks: Ranks = SINGLE,
+) -> list[float]:
+    """AdamW on batches (lists of micro-batches) from `next_batch` up to step `cfg.steps`, or until
+    `accuracy()` (called every `cfg.check_every` steps) reaches `cfg.stop_at_accuracy`. A given
+    `optimizer` and `schedule` (make_optimizer) continue from the steps the schedule has taken (a
+    resumed run). `after_step(step, metrics)` follows every step (logging, validation, checkpoints).
+    Returns the loss of every step taken here."""
+    if optimizer is None or schedule is None:
+        optimizer, schedule = make_optimizer(model, cfg)
+    start = schedule.last_epoch
     model.train()
     losses = []
-    progress = tqdm(range(1, cfg.steps + 1), desc="sft", unit="step")
+    progress = tqdm(
+        range(start + 1, cfg.steps + 1), initial=start, total=cfg.steps, desc="sft", unit="step",
+        disable=not ranks.main,
+    )  # fmt: skip
     for step in progress:
         optimizer.zero_grad(set_to_none=True)
-        losses.append(backward_mean_loss(model, next_batch()))
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        losses.append(backward_mean_loss(model, next_batch(), ranks))
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        lr = schedule.get_last_lr()[0]  # this step's
         optimizer.step()
         schedule.step()
         progress.set_postfix(loss=f"{losses[-1]:.4f}", lr=f"{schedule.get_last_lr()[0]:.2e}")
+        stop = False
+        # before after_step: a checkpoint then holds the RNG state after the check's sampling
         if accuracy is not None and cfg.stop_at_accuracy is not None and step % cfg.check_every == 0:
             model.eval()
             value = accuracy()
             model.train()
             progress.write(f"step {step}: held-out accuracy (T=1) {value:.3f}")
-            if value >= cfg.stop_at_accuracy:
-                progress.write(f"reached train.stop_at_accuracy={cfg.stop_at_accuracy}: stopping")
-                break
+            stop = value >= cfg.stop_at_accuracy
+        if after_step is not None:
+            norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
+            after_step(step, {"train/loss": losses[-1], "train/lr": lr, "train/grad_norm": float(norm)})
+            model.train()
+        if stop:
+            progress.write(f"reached train.stop_at_accuracy={cfg.stop_at_accuracy}: stopping")
+            break
     progress.close()
     model.eval()
     return losses
 
 
-@dataclass
-class Outcome:
-    size: int
-    correct: bool
-    thinking_tokens: int  # tokens before `</think>` (all of them if the thinking never closed)
-    response_tokens: int  # every generated token up to and including eos
-
-
-@torch.no_grad()
-def evaluate(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    problems: list[TaskProblem],
-    max_new_tokens: int,
-    do_sample: bool,
-) -> list[Outcome]:
-    """Generate a response per problem (greedy, or sampled at temperature 1) and score it."""
-    think_end_id = tokenizer.convert_tokens_to_ids("</think>")
-    # top_k=0 and top_p=1 switch off truncation: plain temperature-1 sampling, as RL rollouts use
-    sampling = (
-        dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0) if do_sample else {"do_sample": False}
-    )
-    outcomes = []
-    # problems of one size have prompts of one length, so each size is a batch that needs no padding
-    for size in sorted({p.size for p in problems}):
-        group = [p for p in problems if p.size == size]
-        prompts = torch.tensor([encode_example(tokenizer, p)[0] for p in group])
-        generated = model.generate(
-            input_ids=prompts,
-            attention_mask=torch.ones_like(prompts),
-            max_new_tokens=max_new_tokens,
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            **sampling,
-        )[:, prompts.shape[1] :].tolist()
-        for problem, ids in zip(group, generated, strict=True):
-            if tokenizer.eos_token_id in ids:
-                ids = ids[: ids.index(tokenizer.eos_token_id) + 1]
-            thinking = ids.index(think_end_id) if think_end_id in ids else len(ids)
-            text = tokenizer.decode(ids, skip_special_tokens=True)
-            outcomes.append(Outcome(size, compute_score(text, problem.answer) == 1.0, thinking, len(ids)))
-    return outcomes
-
-
-def summarize(greedy: list[Outcome], sampled: list[Outcome]) -> dict[str, dict[str, float]]:
-    """Accuracy and thinking length by problem size ("all" for every size together)."""
-    sizes = sorted({o.size for o in greedy})
-    summary = {}
-    for key, keep in [(str(n), lambda o, n=n: o.size == n) for n in sizes] + [("all", lambda o: True)]:
-        g, s = [o for o in greedy if keep(o)], [o for o in sampled if keep(o)]
-        summary[key] = {
-            "problems": len(g),
-            "greedy_accuracy": sum(o.correct for o in g) / len(g),
-            "sampled_accuracy": sum(o.correct for o in s) / len(s),
-            "greedy_thinking_tokens_mean": sum(o.thinking_tokens for o in g) / len(g),
-            "sampled_thinking_tokens_max": max(o.thinking_tokens for o in s),
-            "sampled_response_tokens_max": max(o.response_tokens for o in s),
-        }
-    return summary
-
-
-def format_summary(summary: dict[str, dict[str, float]]) -> str:
-    lines = [" size  problems  greedy_acc  sampled_acc(T=1)  thinking_tokens(greedy_mean,sampled_max)"]
-    for key, row in summary.items():
-        lines.append(
-            f"{key:>5}  {row['problems']:>8}  {row['greedy_accuracy']:>10.2f}"
-            f"  {row['sampled_accuracy']:>16.2f}"
-            f"  {row['greedy_thinking_tokens_mean']:>8.1f} {row['sampled_thinking_tokens_max']:>5}"
-        )
-    return "\n".join(lines)
-
-
-def held_out_problems(seed: str, cfg: EvalConfig, task: TaskConfig) -> list[TaskProblem]:
-    """`cfg.num_problems` problems like the RL data (running sum: uniform digits), sizes spread evenly."""
-    rng = random.Random(seed)
-    sizes = problem_sizes(cfg.num_problems, cfg.min_size, cfg.max_size)
-    if task.name == "shift_register":
-        return [shift_register.make_problem(rng, n) for n in sizes]
-    return [make_problem(rng, n, task.labels) for n in sizes]
+def choose_resume(run_dir: Path | None, config: SFTConfig, ranks: Ranks) -> tuple[Path | None, list[str]]:
+    """The checkpoint to resume from (checkpoint.find_resume) and notes about the choice; a ResumeError
+    when its saved config differs in a key that defines the run. The main rank alone decides, since it
+    may move an old run aside; its choice, or its ResumeError, reaches all."""
+    trainer = config.trainer
+    choice: tuple[Path | None, list[str]] | ResumeError = (None, [])
+    if run_dir is not None and ranks.main:
+        try:
+            path, notes = find_resume(run_dir, trainer.resume_mode, None, trainer.overwrite)
+            if path is not None:
+                notes += sft_checkpoint.check_same_run(
+                    path, OmegaConf.to_container(OmegaConf.structured(config))
+                )
+            choice = path, notes
+        except ResumeError as e:
+            choice = e
+    choice = parallel.from_main(choice, ranks)
+    if isinstance(choice, ResumeError):
+        raise choice
+    return choice
 
 
 def run(config: SFTConfig) -> dict[str, dict[str, float]]:
+    """Train, evaluate, save; one process, or one rank of a torchrun group."""
+    ranks = init_ranks(gpu_if_any=config.from_files)
+    try:
+        return _run(config, ranks)
+    finally:
+        parallel.finish(ranks)
+
+
+def _run(config: SFTConfig, ranks: Ranks) -> dict[str, dict[str, float]]:
     torch.set_num_threads(config.num_threads)
     torch.manual_seed(config.train.seed)
     hf_logging.disable_progress_bar()  # one tqdm bar (training) is enough
+    log = tqdm.write if ranks.main else lambda _: None
     tokenizer = AutoTokenizer.from_pretrained(config.model.path)
+    # file rows are read and checked before anything else, so a bad row fails fast
+    train_rows = load_examples(config.data.train_files, tokenizer, config.data) if config.from_files else []
+    val_rows = load_examples(config.data.val_files, tokenizer, config.data) if config.from_files else []
+    trainer = config.trainer
+    run_dir = Path(trainer.default_local_dir) if trainer.default_local_dir else None
+    if ranks.world_size > config.train.batch_size:
+        raise ConfigError(
+            f"train.batch_size={config.train.batch_size}: must be >= the {ranks.world_size} ranks"
+        )
+    if 0 < len(val_rows) < ranks.world_size:
+        raise DataError(f"data.val_files: {len(val_rows)} rows, fewer than the {ranks.world_size} ranks")
+    resume_from, notes = choose_resume(run_dir, config, ranks)
+    for note in notes:
+        log(note)
     model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32)
+    model = parallel.prepare_model(model, ranks, config.fsdp)
+    optimizer, schedule = make_optimizer(model, config.train)
+    train_cfg = config.train
 
-    # string seeds keep these streams apart from each other and from the RL data (integer seeds)
-    train_rng = random.Random(f"sft-train-{config.train.seed}")
-    check_problems = held_out_problems(f"sft-check-{config.train.seed}", config.eval, config.task)
-    eval_problems = held_out_problems(f"sft-eval-{config.train.seed}", config.eval, config.task)
+    if config.from_files:
+        batches: TaskBatches | FileBatches = FileBatches(
+            train_rows, train_cfg.batch_size, train_cfg.seed, config.data
+        )
+    else:
+        batches = TaskBatches(train_cfg.seed, tokenizer, config.task, train_cfg.batch_size)
+    # the task's held-out problems: for early stopping (check) and the final evaluation
+    check_problems, eval_problems = (
+        ([], [])
+        if config.from_files
+        else (
+            held_out_problems(f"sft-check-{train_cfg.seed}", config.eval, config.task),
+            held_out_problems(f"sft-eval-{train_cfg.seed}", config.eval, config.task),
+        )
+    )
 
     def check_accuracy() -> float:
         outcomes = evaluate(model, tokenizer, check_problems, config.eval.max_new_tokens, do_sample=True)
         return sum(o.correct for o in outcomes) / len(outcomes)
 
-    start = time.perf_counter()
-    losses = train(
-        model,
-        lambda: sample_batch(train_rng, tokenizer, config.train, config.task),
-        config.train,
-        check_accuracy,
+    def micro_batches(pairs: list[Pair], count: int) -> list[Batch | None]:
+        return local_micro_batches(
+            pairs, ranks, tokenizer.pad_token_id, count, train_cfg.max_tokens_per_micro_batch,
+            train_cfg.use_remove_padding,
+        )  # fmt: skip
+
+    def validate() -> dict[str, float]:
+        model.eval()
+        pairs = [(e.prompt, e.target) for e in val_rows]
+        loss, tokens = mean_loss(
+            model, micro_batches(pairs, math.ceil(len(pairs) / train_cfg.batch_size)), ranks
+        )
+        return {"val/loss": loss, "val/tokens": tokens}
+
+    losses: list[float] = []
+    if resume_from is not None:
+        state = sft_checkpoint.load(resume_from, model, optimizer, schedule)
+        losses = state["losses"]
+        batches.load_state(state["data"])
+        log(f"resumed from {resume_from} at step {state['global_step']}")
+    config_yaml = OmegaConf.to_yaml(OmegaConf.structured(config))
+    tracker = (
+        Tracking(
+            trainer.logger,
+            run_dir or Path.cwd(),
+            trainer.project_name,
+            trainer.experiment_name,
+            "sft",
+            OmegaConf.to_container(OmegaConf.structured(config)),
+            resume_step=len(losses) if resume_from is not None else None,
+        )
+        if ranks.main and trainer.logger
+        else None
     )
-    print(f"trained {len(losses)} steps in {time.perf_counter() - start:.0f}s, final loss {losses[-1]:.4f}")
+    saved_step = len(losses) if resume_from is not None else 0
+    last_val: dict[str, float] = {}
+
+    def save_checkpoint(step: int) -> None:
+        nonlocal saved_step
+        state = {"losses": losses, "data": batches.state()}
+        sft_checkpoint.save(run_dir, step, model, tokenizer, optimizer, schedule, state, config_yaml, ranks)
+        saved_step = step
+
+    def after_step(step: int, metrics: dict[str, float]) -> None:
+        losses.append(metrics["train/loss"])
+        is_last = step == train_cfg.steps
+        if val_rows and (is_last or (trainer.test_freq and step % trainer.test_freq == 0)):
+            last_val.update(validate())
+            metrics.update(last_val)
+        if tracker is not None:
+            tracker.log(metrics, step)
+        if run_dir and trainer.save_freq and (is_last or step % trainer.save_freq == 0):
+            save_checkpoint(step)
+
+    start = time.perf_counter()
+    with closed_after(*([tracker.finish] if tracker else [])):
+        trained = train(
+            model, lambda: micro_batches(batches(), train_cfg.micro_batches), train_cfg, check_accuracy,
+            optimizer=optimizer, schedule=schedule, after_step=after_step, ranks=ranks,
+        )  # fmt: skip
+        if run_dir and trainer.save_freq and saved_step != len(losses):  # stopped early
+            save_checkpoint(len(losses))
+    if trained:
+        log(
+            f"trained {len(trained)} steps in {time.perf_counter() - start:.0f}s, final loss {losses[-1]:.4f}"
+        )
 
     summary = {}
     if eval_problems:
@@ -533,16 +477,17 @@ def run(config: SFTConfig) -> dict[str, dict[str, float]]:
         greedy = evaluate(model, tokenizer, eval_problems, config.eval.max_new_tokens, do_sample=False)
         sampled = evaluate(model, tokenizer, eval_problems, config.eval.max_new_tokens, do_sample=True)
         summary = summarize(greedy, sampled)
-        print(f"evaluation on {len(eval_problems)} held-out problems ({time.perf_counter() - start:.0f}s):")
-        print(format_summary(summary))
+        log(f"evaluation on {len(eval_problems)} held-out problems ({time.perf_counter() - start:.0f}s):")
+        log(format_summary(summary))
 
-    with atomic_dir(config.output_dir, force=config.force) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "sft_config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(config)))
-        metrics = {"losses": losses, "eval": summary}
-        (tmp / "sft_metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
-    print(f"saved the SFT model to {config.output_dir}")
+    weights = parallel.full_weights(model)
+    if ranks.main:
+        with atomic_dir(config.output_dir, force=config.force) as tmp:
+            sft_checkpoint.save_pretrained(tmp, model, weights, tokenizer)
+            (tmp / "sft_config.yaml").write_text(config_yaml)
+            metrics = {"losses": losses, "eval": summary, "val": last_val}
+            (tmp / "sft_metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
+        log(f"saved the SFT model to {config.output_dir}")
     return summary
 
 
@@ -550,10 +495,12 @@ def run(config: SFTConfig) -> dict[str, dict[str, float]]:
 def main(cfg: DictConfig) -> None:
     try:
         config = load_sft_config(cfg)
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
+        run(config)
+    except (ConfigError, DataError, ResumeError) as e:
+        kinds = ((ConfigError, "config"), (DataError, "data"), (ResumeError, "resume"))
+        kind = next(name for cls, name in kinds if isinstance(e, cls))
+        print(f"{kind} error: {e}", file=sys.stderr)
         sys.exit(2)
-    run(config)
 
 
 if __name__ == "__main__":

@@ -128,6 +128,9 @@ def settings_from_config(config: PolicyIterationConfig) -> MemorySettings:
         # every trajectory of a training batch at once, one chunk at a time in Delethink
         concurrent_sequences=min(rollout.max_num_seqs, math.ceil(config.trajectories_per_step / engines)),
         sequence_tokens=prompt + response,
+        critic=config.uses_critic,
+        critic_param_offload=config.critic.fsdp_config.param_offload,
+        critic_optimizer_offload=config.critic.fsdp_config.optimizer_offload,
     )
 
 

@@ -5,7 +5,7 @@ engine and goes through three phases every step, each with its own peak; the est
 
   rollout        the engine generates; the trainer keeps only what survives between steps
   old log-probs  the trainer's no-grad forward over the batch while the engine still holds its
-                 memory (the worker releases it only inside update_actor)
+                 memory (the worker releases it only inside its update)
   update         forward, backward and AdamW per micro-batch; with rollout.free_cache_engine the
                  engine has released its weights and KV cache meanwhile
 
@@ -46,6 +46,13 @@ Terms, in bytes:
                     != 0: softmax and its log both). Measured as peak resident memory on CPU by
                     benchmarks/logits_memory.py.
   reference model   4Ψ in every phase with use_kl_loss (loaded unsharded, in float32).
+  critic            with algorithm.adv_estimator=gae, the value model's own weights shard, gradients
+                    and Adam moments, 16Ψ/W in every phase (8Ψ/W with critic.fsdp_config.
+                    optimizer_offload, 0 with its param_offload), Ψ the actor's (the critic is the
+                    same transformer with a one-output head). Its values' forward runs after the old
+                    log-probs, its update before the actor's in the same window (the engine released);
+                    each takes less than the actor's pass of that phase (no [P, V] logits,
+                    micro-batches assumed no larger), so they add no phase of their own.
   engine            sglang: fG until the update releases it (rollout.free_cache_engine). SGLang
                     sizes its KV pool so that the whole GPU's use after it starts is fG, counting
                     what the trainer held then (its weights shard, which is therefore not added
@@ -85,6 +92,7 @@ TERMS = (  # in the order the table prints them
     "gradients shard",
     "Adam moments",
     "reference model",
+    "critic",
     "gathered weights",
     "activations",
     "logits",
@@ -177,6 +185,9 @@ class MemorySettings:
     gpu_memory_gib: float  # G: the declared memory of one GPU
     concurrent_sequences: int  # S: sequences one engine decodes at once for a training batch
     sequence_tokens: int  # C: the longest context one sequence reaches (prompt + new tokens)
+    critic: bool = False  # algorithm.adv_estimator=gae: a value model with its own FSDP state
+    critic_param_offload: bool = False  # critic.fsdp_config.param_offload
+    critic_optimizer_offload: bool = False  # critic.fsdp_config.optimizer_offload
 
 
 @dataclass(frozen=True)
@@ -232,6 +243,10 @@ def estimate_memory(shape: ModelShape, s: MemorySettings) -> MemoryEstimate:
     else:
         update_acts = n_update * layers * a
     reference = MASTER_BYTES * psi if s.use_kl_loss else 0.0
+    critic = 0.0
+    if s.critic and not s.critic_param_offload:
+        critic_moments = 0.0 if s.critic_optimizer_offload else ADAM_MOMENTS * MASTER_BYTES * psi / w
+        critic = 2 * MASTER_BYTES * psi / w + critic_moments
     overhead = RUNTIME_OVERHEAD_GIB * GIB
 
     kv_value_bytes = b if s.engine == "sglang" else 4
@@ -253,11 +268,12 @@ def estimate_memory(shape: ModelShape, s: MemorySettings) -> MemoryEstimate:
         return {**terms, "runtime overhead": overhead}
 
     holding = dict(weights_shard=shard_outside_engine, gradients_shard=grads, Adam_moments=idle_moments)
-    rollout = phase(engine=engine, **holding, reference_model=reference)
+    rollout = phase(engine=engine, **holding, reference_model=reference, critic=critic)
     old_log_probs = phase(
         engine=idle_engine,
         **holding,
         reference_model=reference,
+        critic=critic,
         gathered_weights=gathered_forward,
         activations=s.log_prob.tokens * a,
         logits=log_prob_logits_bytes(s.log_prob, shape.vocab_size, b),
@@ -268,6 +284,7 @@ def estimate_memory(shape: ModelShape, s: MemorySettings) -> MemoryEstimate:
         gradients_shard=grads,
         Adam_moments=moments,
         reference_model=reference,
+        critic=critic,
         gathered_weights=gathered_update,
         activations=update_acts,
         logits=update_logits_bytes(s.update, shape.vocab_size, b, s.entropy_bonus),

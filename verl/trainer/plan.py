@@ -22,6 +22,15 @@ def describe_plan(config: PolicyIterationConfig) -> str:
         ("optimizer", f"{config.num_mini_batches} step(s) per batch, {actor.ppo_micro_batch_size_per_gpu} "
                       f"rows per micro-batch, lr {actor.optim.lr:g}, loss {actor.loss_agg_mode}"),
     ]  # fmt: skip
+    alg, critic = config.algorithm, config.critic
+    advantages = alg.adv_estimator
+    if config.uses_critic:
+        advantages += (
+            f" (gamma {alg.gamma:g}, lam {alg.lam:g}): critic from {config.critic_model_path}, "
+            f"lr {critic.optim.lr:g}, cliprange_value {critic.cliprange_value:g}, "
+            f"{tr.critic_warmup} warm-up step(s)"
+        )
+    rows.append(("advantages", advantages))
     rows += config.agent_loop_class.plan_rows(config)  # the environment, its budgets and rows
     rows += [
         ("thinking budget", f"{config.thinking_budget} tokens per trajectory"),

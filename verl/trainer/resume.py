@@ -44,6 +44,11 @@ MAY_CHANGE = (
     "actor_rollout_ref.rollout.gpu_memory_utilization",
     "actor_rollout_ref.rollout.val_kwargs.",
     "actor_rollout_ref.ref.log_prob_",
+    "critic.optim.",
+    "critic.ppo_micro_batch_size_per_gpu",
+    "critic.forward_micro_batch_size_per_gpu",
+    "critic.use_dynamic_bsz",
+    "critic.ppo_max_token_len_per_gpu",
     "data.val_files",
     "data.val_batch_size",
     "val_tasks",
@@ -59,16 +64,20 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: tree}
 
 
-def _may_change(key: str) -> bool:
+def _may_change(key: str, may_change: tuple[str, ...]) -> bool:
     return any(
-        key.startswith(k) if k.endswith(".") else key == k or key.startswith(f"{k}.") for k in MAY_CHANGE
+        key.startswith(k) if k.endswith(".") else key == k or key.startswith(f"{k}.") for k in may_change
     )
 
 
 def config_differences(
-    saved: dict[str, Any], current: dict[str, Any], defaults: dict[str, Any] | None = None
+    saved: dict[str, Any],
+    current: dict[str, Any],
+    defaults: dict[str, Any] | None = None,
+    may_change: tuple[str, ...] = MAY_CHANGE,
 ) -> tuple[list[str], list[str]]:
-    """(refused, applied): `key: saved -> current` lines for keys that differ, split by MAY_CHANGE.
+    """(refused, applied): `key: saved -> current` lines for keys that differ, split by `may_change`
+    (the RL trainer's MAY_CHANGE unless given).
     A key present on one side only counts as a difference (None on the other), except a key the
     checkpoint predates: absent from `saved` and at its value in `defaults`, it changes nothing."""
     old, new, base = _flatten(saved), _flatten(current), _flatten(defaults or {})
@@ -78,7 +87,7 @@ def config_differences(
         if key not in old and key in base and after == base[key]:
             continue
         if before != after:
-            (applied if _may_change(key) else refused).append(f"{key}: {before!r} -> {after!r}")
+            (applied if _may_change(key, may_change) else refused).append(f"{key}: {before!r} -> {after!r}")
     return refused, applied
 
 

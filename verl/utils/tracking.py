@@ -26,6 +26,8 @@ CONSOLE_KEYS = (
     "actor/pg_loss",
     "val/score_mean",
     "timing/step_s",
+    "train/loss",  # SFT (main_sft)
+    "val/loss",
 )
 
 

@@ -14,11 +14,13 @@ batches. The training methods are plain functions that run to completion on the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
 import socket
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -35,15 +37,22 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+    PreTrainedModel,
+)
 
 from verl.agent_loop.base import Trajectory
 from verl.agent_loop.manager import build_agent_loop, run_agent_loops
 from verl.data.rl_dataset import PromptItem
 from verl.envs.base import close_open_envs
 from verl.envs.plugins import import_plugins
-from verl.trainer.config_schema import FSDPConfig, PolicyIterationConfig
+from verl.trainer.config_schema import FSDPConfig, OptimConfig, PolicyIterationConfig
 from verl.workers.actor.dp_actor import DataParallelPPOActor
+from verl.workers.critic.dp_critic import DataParallelPPOCritic
 from verl.workers.rollout.base import GenerateOutput, SamplingParams
 
 FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -60,6 +69,17 @@ def load_causal_lm(path: str, attn_implementation: str = "sdpa") -> PreTrainedMo
     sdpa, which takes the engine's prepared masks; the actor and reference take the config's kernel."""
     return AutoModelForCausalLM.from_pretrained(
         path, dtype=torch.float32, attn_implementation=attn_implementation
+    )
+
+
+def load_value_model(path: str, attn_implementation: str = "sdpa") -> PreTrainedModel:
+    """The critic: the base model with a one-output token-classification head (Qwen2ForTokenClassification
+    for Qwen2), float32. A head missing from `path` starts fresh (transformers' init); its dropout is off,
+    since value targets are regression targets."""
+    config = AutoConfig.from_pretrained(path, num_labels=1)
+    config.classifier_dropout = 0.0  # not every model's config has the key; the head reads it if set
+    return AutoModelForTokenClassification.from_pretrained(
+        path, config=config, dtype=torch.float32, attn_implementation=attn_implementation
     )
 
 
@@ -112,6 +132,45 @@ def move_optimizer_state(optimizer: torch.optim.Optimizer, device: torch.device 
                 state[key] = value.to(device, non_blocking=True)
 
 
+@contextlib.contextmanager
+def optimizer_on_device(
+    optimizer: torch.optim.Optimizer, device: torch.device, fsdp: FSDPConfig
+) -> Iterator[None]:
+    """With fsdp.optimizer_offload, the optimizer's state visits `device` for an update only."""
+    if fsdp.optimizer_offload:
+        move_optimizer_state(optimizer, device)
+    yield
+    if fsdp.optimizer_offload:
+        move_optimizer_state(optimizer, "cpu")
+
+
+def make_optimizer(
+    model: torch.nn.Module, optim: OptimConfig
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW and its linear warm-up over optim.lr_warmup_steps optimizer steps."""
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=optim.lr, betas=tuple(optim.betas), weight_decay=optim.weight_decay
+    )
+    warmup = optim.lr_warmup_steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
+    )
+    return optimizer, scheduler
+
+
+def apply_optim_config(
+    optimizer: torch.optim.Optimizer, lr_scheduler: torch.optim.lr_scheduler.LambdaLR, optim: OptimConfig
+) -> None:
+    """A loaded optimizer state carries the saved lr, betas and weight decay; a resumed run may change
+    them (resume.MAY_CHANGE), so this run's values replace them, at the scheduler's step."""
+    scale = lr_scheduler.lr_lambdas[0](lr_scheduler.last_epoch)
+    lr_scheduler.base_lrs = [optim.lr for _ in optimizer.param_groups]
+    for group in optimizer.param_groups:
+        group.update(initial_lr=optim.lr, lr=optim.lr * scale, betas=tuple(optim.betas),
+                     weight_decay=optim.weight_decay)  # fmt: skip
+    lr_scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
+
+
 def eos_token_ids(model: PreTrainedModel, tokenizer) -> list[int]:
     ids = model.generation_config.eos_token_id
     ids = [ids] if isinstance(ids, int) else list(ids or [])
@@ -154,18 +213,12 @@ class ActorRolloutRefWorker:
             model.gradient_checkpointing_enable()
         self.model = shard_model(model, mesh, ref_cfg.actor.fsdp_config)
 
-        optim = ref_cfg.actor.optim
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=optim.lr, betas=tuple(optim.betas), weight_decay=optim.weight_decay
-        )
-        warmup = optim.lr_warmup_steps
-        self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup > 0 else 1.0
-        )
+        self.optimizer, self.lr_scheduler = make_optimizer(self.model, ref_cfg.actor.optim)
         self.actor = DataParallelPPOActor(
             self.model, self.optimizer, ref_cfg.actor, ref_cfg.rollout.temperature,
             norm_length=config.thinking_budget, lr_scheduler=self.lr_scheduler,
             use_remove_padding=ref_cfg.model.use_remove_padding,
+            share_prompt_prefix=ref_cfg.model.share_prompt_prefix,
         )  # fmt: skip
         self.ref = None
         if ref_cfg.actor.use_kl_loss or config.algorithm.use_kl_in_reward:
@@ -174,7 +227,9 @@ class ActorRolloutRefWorker:
             self.ref = DataParallelPPOActor(
                 ref_model, None, ref_cfg.actor, ref_cfg.rollout.temperature, config.thinking_budget,
                 use_remove_padding=ref_cfg.model.use_remove_padding,
+                share_prompt_prefix=ref_cfg.model.share_prompt_prefix,
             )  # fmt: skip
+        self.critic = self._build_critic(mesh) if config.uses_critic else None
         eos_ids = eos_token_ids(model, self.tokenizer)
         self.engine_thread: EngineThread | None = None
         if ref_cfg.rollout.name == "sglang":
@@ -188,6 +243,21 @@ class ActorRolloutRefWorker:
                 engine_model, eos_ids, self.tokenizer.pad_token_id, max_num_seqs=ref_cfg.rollout.max_num_seqs
             )
         self.agent_loop = build_agent_loop(config, self.engine, self.tokenizer)
+
+    def _build_critic(self, mesh) -> DataParallelPPOCritic:
+        """The value model, sharded like the actor, with its own AdamW and scheduler."""
+        config = self.config
+        # every rank draws the same fresh head (FSDP2 shards each rank's own copy), whatever the RNG's state
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.trainer.seed)
+            model = load_value_model(
+                config.critic_model_path, config.actor_rollout_ref.model.attn_implementation
+            ).to(self.device)
+        if config.critic.model.enable_gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+        model = shard_model(model, mesh, config.critic.fsdp_config)
+        optimizer, lr_scheduler = make_optimizer(model, config.critic.optim)
+        return DataParallelPPOCritic(model, optimizer, config.critic, config.thinking_budget, lr_scheduler)
 
     # rollout ---------------------------------------------------------------------------------
     async def generate(
@@ -244,19 +314,48 @@ class ActorRolloutRefWorker:
     def update_actor(
         self, batch: dict[str, torch.Tensor], num_mini_batches: int, correction_ratio: float = 1.0
     ) -> dict[str, float]:
+        return self.update(batch, num_mini_batches, correction_ratio, actor=True, critic=False)
+
+    def update(
+        self,
+        batch: dict[str, torch.Tensor],
+        num_mini_batches: int,
+        correction_ratio: float = 1.0,
+        *,
+        actor: bool,
+        critic: bool,
+    ) -> dict[str, float]:
+        """One step's updates: the critic's (gae), then the actor's, in one window in which a colocated
+        engine has given its memory to training (rollout.free_cache_engine); the engine then takes the
+        actor's weights. The critic's share of the time comes back as timing/update_critic_s."""
         ref_cfg = self.config.actor_rollout_ref
-        offload = ref_cfg.actor.fsdp_config.optimizer_offload
-        if ref_cfg.rollout.free_cache_engine:  # a colocated engine gives its memory to training meanwhile
+        release = ref_cfg.rollout.free_cache_engine
+        if release:
             self._engine_call(self.engine.release_memory)
-        if offload:
-            move_optimizer_state(self.optimizer, self.device)
-        metrics = self.actor.update_policy(self._to_device(batch), num_mini_batches, correction_ratio)
-        if offload:
-            move_optimizer_state(self.optimizer, "cpu")
-        self.sync_engine_weights()
-        if ref_cfg.rollout.free_cache_engine:
+        batch = self._to_device(batch)
+        metrics: dict[str, float] = {}
+        if critic:
+            t = time.perf_counter()
+            dp_critic = self._require_critic()
+            with optimizer_on_device(dp_critic.optimizer, self.device, self.config.critic.fsdp_config):
+                metrics.update(dp_critic.update_critic(batch, num_mini_batches, correction_ratio))
+            metrics["timing/update_critic_s"] = time.perf_counter() - t
+        if actor:
+            with optimizer_on_device(self.optimizer, self.device, ref_cfg.actor.fsdp_config):
+                metrics.update(self.actor.update_policy(batch, num_mini_batches, correction_ratio))
+        if actor or release:  # new weights, or released ones to restore
+            self.sync_engine_weights()
+        if release:
             self._engine_call(self.engine.resume_memory)
         return metrics
+
+    def _require_critic(self) -> DataParallelPPOCritic:
+        if self.critic is None:
+            raise RuntimeError("no critic: it is built only with algorithm.adv_estimator=gae")
+        return self.critic
+
+    def compute_values(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self._require_critic().compute_values(self._to_device(batch)).cpu()
 
     # checkpoints -----------------------------------------------------------------------------
     def save_checkpoint(self, directory: str) -> None:
@@ -294,22 +393,38 @@ class ActorRolloutRefWorker:
             self.model, self.optimizer, state["optimizer"], options=StateDictOptions(full_state_dict=True)
         )
         self.lr_scheduler.load_state_dict(state["lr_scheduler"])
-        self._apply_optim_config()
+        apply_optim_config(self.optimizer, self.lr_scheduler, self.config.actor_rollout_ref.actor.optim)
         torch.set_rng_state(state["rng"]["torch"])
         np.random.set_state(state["rng"]["numpy"])
         random.setstate(state["rng"]["python"])
         self.sync_engine_weights()
 
-    def _apply_optim_config(self) -> None:
-        """The loaded optimizer state carries the saved lr, betas and weight decay; a resumed run may
-        change them (resume.MAY_CHANGE), so this run's values replace them, at the scheduler's step."""
-        optim = self.config.actor_rollout_ref.actor.optim
-        scale = self.lr_scheduler.lr_lambdas[0](self.lr_scheduler.last_epoch)
-        self.lr_scheduler.base_lrs = [optim.lr for _ in self.optimizer.param_groups]
-        for group in self.optimizer.param_groups:
-            group.update(initial_lr=optim.lr, lr=optim.lr * scale, betas=tuple(optim.betas),
-                         weight_decay=optim.weight_decay)  # fmt: skip
-        self.lr_scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+    def save_critic_checkpoint(self, directory: str) -> None:
+        """The critic as the actor's checkpoint: HF-format value model (with its head) under huggingface/,
+        optimizer and scheduler under state.pt. Every rank gathers (a collective); rank 0 writes."""
+        critic, out = self._require_critic(), Path(directory)
+        model_sd = get_model_state_dict(critic.model, options=FULL_STATE)
+        optim_sd = get_optimizer_state_dict(critic.model, critic.optimizer, options=FULL_STATE)
+        if self.rank == 0:
+            # an unsharded model object writes the HF files (its weights are replaced by model_sd)
+            load_value_model(self.config.critic_model_path).save_pretrained(
+                out / "huggingface", state_dict=model_sd
+            )
+            torch.save(
+                {"optimizer": optim_sd, "lr_scheduler": critic.lr_scheduler.state_dict()}, out / "state.pt"
+            )
+        dist.barrier()
+
+    def load_critic_checkpoint(self, directory: str) -> None:
+        critic, src = self._require_critic(), Path(directory)
+        full = StateDictOptions(full_state_dict=True)
+        set_model_state_dict(
+            critic.model, load_value_model(str(src / "huggingface")).state_dict(), options=full
+        )
+        state = torch.load(src / "state.pt", weights_only=False)
+        set_optimizer_state_dict(critic.model, critic.optimizer, state["optimizer"], options=full)
+        critic.lr_scheduler.load_state_dict(state["lr_scheduler"])
+        apply_optim_config(critic.optimizer, critic.lr_scheduler, self.config.critic.optim)
 
     # inspection (tests, debugging) -----------------------------------------------------------
     def full_state_dict(self) -> dict[str, torch.Tensor]:

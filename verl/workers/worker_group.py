@@ -8,7 +8,9 @@ copy of the weights in its rollout engine. The group splits work across ranks an
   `actor.use_dynamic_bsz` (the actor keeps every rank's forward count equal, as FSDP2 needs);
 - updates: each mini-batch is split across ranks, so every rank's batch holds its share of every
   mini-batch in the same order, and the ranks' gradients add up to the mini-batch gradient. With
-  `use_dynamic_bsz` the split balances tokens, and each row carries its mini-batch number.
+  `use_dynamic_bsz` the split balances tokens, and each row carries its mini-batch number. The critic
+  (algorithm.adv_estimator=gae) lives in the same workers: its values are split like log-probs, its
+  update like the actor's.
 
 On CPU the ranks talk over gloo, on GPU over NCCL; the code is the same.
 """
@@ -109,9 +111,13 @@ class ActorRolloutWorkerGroup:
     def compute_ref_log_prob(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self._row_parallel("compute_ref_log_prob", batch)
 
-    def update_actor(
-        self, batch: dict[str, torch.Tensor], num_mini_batches: int, correction_ratio: float = 1.0
-    ) -> dict[str, float]:
+    def compute_values(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self._row_parallel("compute_values", batch)
+
+    def _update_shards(
+        self, batch: dict[str, torch.Tensor], num_mini_batches: int
+    ) -> list[dict[str, torch.Tensor]]:
+        """Each rank's rows of an update: its share of every mini-batch, in mini-batch order."""
         if self.dynamic_bsz:
             shards = []
             for rows, mini in balanced_update_shards(
@@ -126,11 +132,28 @@ class ActorRolloutWorkerGroup:
                 select_rows(batch, rows)
                 for rows in update_shard_indices(n, num_mini_batches, self.world_size)
             ]
+        return shards
+
+    def update(
+        self,
+        batch: dict[str, torch.Tensor],
+        num_mini_batches: int,
+        correction_ratio: float = 1.0,
+        *,
+        actor: bool = True,
+        critic: bool = False,
+    ) -> dict[str, float]:
+        """The critic's update (gae) and then the actor's, as `ActorRolloutRefWorker.update`."""
         refs = [
-            w.update_actor.remote(shard, num_mini_batches, correction_ratio)
-            for w, shard in zip(self.workers, shards, strict=True)
+            w.update.remote(shard, num_mini_batches, correction_ratio, actor=actor, critic=critic)
+            for w, shard in zip(self.workers, self._update_shards(batch, num_mini_batches), strict=True)
         ]
-        return ray.get(refs)[0]  # the actor reduces its metrics over ranks; every rank reports the same
+        return ray.get(refs)[0]  # metrics are reduced over ranks; every rank reports the same
+
+    def update_actor(
+        self, batch: dict[str, torch.Tensor], num_mini_batches: int, correction_ratio: float = 1.0
+    ) -> dict[str, float]:
+        return self.update(batch, num_mini_batches, correction_ratio)
 
     # checkpoints and inspection: every rank takes part in the collectives, rank 0 answers ------
     def _all(self, method: str, *args: Any) -> Any:
@@ -141,6 +164,12 @@ class ActorRolloutWorkerGroup:
 
     def load_checkpoint(self, directory: str) -> None:
         self._all("load_checkpoint", directory)
+
+    def save_critic_checkpoint(self, directory: str) -> None:
+        self._all("save_critic_checkpoint", directory)
+
+    def load_critic_checkpoint(self, directory: str) -> None:
+        self._all("load_critic_checkpoint", directory)
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         return self._all("full_state_dict")

@@ -19,6 +19,7 @@ ADV_ESTIMATORS: tuple[str, ...] = (
     "reinforce_plus_plus",
     "reinforce_plus_plus_baseline",
     "remax",
+    "gae",
 )
 # one advantage per trajectory from the scores alone; the others give each response token its own value
 OUTCOME_ESTIMATORS: tuple[str, ...] = ("grpo", "rloo")
@@ -205,6 +206,38 @@ def compute_remax_advantage(token_rewards: Tensor, mask: Tensor, baseline_scores
     return (discounted_returns(token_rewards, mask, 1.0) - baseline_scores[:, None].to(mask.dtype)) * mask
 
 
+def compute_gae_advantage_return(
+    token_rewards: Tensor, values: Tensor, mask: Tensor, gamma: float, lam: float
+) -> tuple[Tensor, Tensor]:
+    """Generalised advantage estimation over each trajectory's masked tokens: (advantages, returns).
+
+    delta_t = r_t + gamma * V_{t+1} - V_t, A_t = delta_t + gamma * lam * A_{t+1}; past a trajectory's
+    last masked token V and A are 0 (the episode ends there). returns = A + V is the critic's target;
+    the advantages are whitened over the masked tokens (as in verl). The rows are trajectories, so for
+    Delethink V_{t+1} of a chunk's last token is the next chunk's first value (see TokenLayout).
+    """
+    if not 0 < gamma <= 1:
+        raise ValueError(f"gamma must be in (0, 1], got {gamma}")
+    if not 0 <= lam <= 1:
+        raise ValueError(f"lam must be in [0, 1], got {lam}")
+    if not token_rewards.shape == values.shape == mask.shape or token_rewards.dim() != 2:
+        raise ValueError(
+            f"expected [N, L] rewards, values and mask; got {tuple(token_rewards.shape)}, "
+            f"{tuple(values.shape)}, {tuple(mask.shape)}"
+        )
+    mask = mask.to(token_rewards.dtype)
+    values = values.detach().to(token_rewards.dtype) * mask
+    advantages = torch.zeros_like(token_rewards)
+    next_value = running = torch.zeros_like(token_rewards[:, 0])
+    for t in reversed(range(token_rewards.shape[1])):
+        delta = token_rewards[:, t] + gamma * next_value - values[:, t]
+        running = (delta + gamma * lam * running) * mask[:, t]
+        advantages[:, t] = running
+        next_value = values[:, t]
+    returns = advantages + values
+    return masked_whiten(advantages, mask), returns
+
+
 def compute_token_advantage(
     estimator: str,
     token_rewards: Tensor,
@@ -214,7 +247,8 @@ def compute_token_advantage(
     gamma: float = 1.0,
     baseline_scores: Tensor | None = None,
 ) -> Tensor:
-    """[N, L] advantages of a token-level estimator (every one but OUTCOME_ESTIMATORS)."""
+    """[N, L] advantages of a token-level estimator without a critic (every one but OUTCOME_ESTIMATORS
+    and gae, whose values come from the critic: compute_gae_advantage_return)."""
     if estimator == "reinforce_plus_plus":
         return compute_reinforce_plus_plus_advantage(token_rewards, mask, gamma)
     if estimator == "reinforce_plus_plus_baseline":
@@ -225,7 +259,7 @@ def compute_token_advantage(
                 "remax needs baseline_scores: the greedy rollout's score of each trajectory's prompt"
             )
         return compute_remax_advantage(token_rewards, mask, baseline_scores)
-    token_level = [e for e in ADV_ESTIMATORS if e not in OUTCOME_ESTIMATORS]
+    token_level = [e for e in ADV_ESTIMATORS if e not in (*OUTCOME_ESTIMATORS, "gae")]
     raise ValueError(f"unknown token-level advantage estimator {estimator!r}; choose one of {token_level}")
 
 
@@ -428,6 +462,38 @@ def compute_policy_loss(
         clipfrac_lower = masked_mean((negative & (clip_loss > dual_cap)).to(loss_mat.dtype), response_mask)
         approx_kl = masked_mean(-log_ratio, response_mask)
     return PolicyLossOutput(loss_mat, clipfrac, clipfrac_lower, approx_kl, tis_weight_mean)
+
+
+# --------------------------------------------------------------------------------------------------
+# Clipped value loss (the critic)
+
+
+@dataclass
+class ValueLossOutput:
+    loss_mat: Tensor  # [B, T] per-token loss, not aggregated
+    clipfrac: Tensor  # masked fraction of tokens where the clipped prediction gave the larger error
+
+
+def compute_value_loss(
+    vpreds: Tensor, old_values: Tensor, returns: Tensor, response_mask: Tensor, cliprange_value: float
+) -> ValueLossOutput:
+    """0.5 * max((vpred - R)^2, (vclipped - R)^2), vclipped = old + clamp(vpred - old, +-cliprange_value):
+    like the policy's ratio clip, a prediction may not move far from the values the advantages were
+    computed with in one step. Only `vpreds` should carry grad."""
+    wrong = {
+        name: tuple(t.shape)
+        for name, t in (("vpreds", vpreds), ("old_values", old_values), ("returns", returns))
+        if t.shape != response_mask.shape
+    }
+    if wrong:
+        raise ValueError(f"expected shape {tuple(response_mask.shape)} like response_mask; got {wrong}")
+    cliprange_value = _positive("cliprange_value", cliprange_value)
+    vclipped = old_values + (vpreds - old_values).clamp(-cliprange_value, cliprange_value)
+    unclipped_loss = (vpreds - returns).square()
+    clipped_loss = (vclipped - returns).square()
+    with torch.no_grad():
+        clipfrac = masked_mean((clipped_loss > unclipped_loss).to(vpreds.dtype), response_mask)
+    return ValueLossOutput(0.5 * torch.maximum(unclipped_loss, clipped_loss), clipfrac)
 
 
 # --------------------------------------------------------------------------------------------------

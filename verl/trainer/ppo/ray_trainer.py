@@ -6,9 +6,13 @@ new weights in the engine -> metrics, rollout dumps, checkpoint, validation.
 
 The outcome estimators (grpo, rloo) give one advantage per trajectory, from the scores of all the
 step's trajectories, before any row exists. The token-level ones (reinforce_plus_plus[_baseline],
-remax) give every response token its own advantage; they run after the old (and reference) log-probs,
-which the KL-in-reward penalty needs, on the trajectories that train, and `TokenLayout` carries their
-[trajectory, token] values onto the rows (a Delethink trajectory's tokens span its chunk rows).
+remax, gae) give every response token its own advantage; they run after the old (and reference)
+log-probs, which the KL-in-reward penalty needs, on the trajectories that train, and `TokenLayout`
+carries their [trajectory, token] values onto the rows (a Delethink trajectory's tokens span its chunk
+rows). gae also needs the critic's values: computed per row, each chunk in its own context, then laid
+out per trajectory, so the last token of chunk k bootstraps from the first value of chunk k+1. The
+critic is updated toward the GAE returns before the actor (only the critic for trainer.critic_warmup
+steps).
 
 This class trains one row per trajectory (LongCoT). `RayDelethinkTrainer` overrides
 `training_rows` to train one row per chunk.
@@ -198,8 +202,9 @@ class RayPPOTrainer:
             )
         if trained:  # else nothing finished: the step only logs
             metrics, trained_advantages = self.update(
-                [trajectories[i] for i in trained], trained_inputs, timing
-            )
+                [trajectories[i] for i in trained], trained_inputs, timing,
+                update_actor=step > cfg.trainer.critic_warmup,
+            )  # fmt: skip
             update_metrics.update(metrics)
             if estimator not in core_algos.OUTCOME_ESTIMATORS:
                 for i, advantage in zip(trained, trained_advantages, strict=True):
@@ -232,10 +237,12 @@ class RayPPOTrainer:
         trajectories: list[Trajectory],
         advantages: list[float] | TokenAdvantageInputs,
         timing: dict[str, float],
+        update_actor: bool = True,
     ) -> tuple[dict[str, float], list[float]]:
-        """Old (and reference) log-probs, then the PPO update, on the trajectories chosen for training.
-        `advantages` is one per trajectory (outcome estimators), or what a token-level estimator needs.
-        Returns the metrics and each trajectory's mean token advantage."""
+        """Old (and reference) log-probs and the critic's values, then the critic's and the actor's
+        updates, on the trajectories chosen for training. `advantages` is one per trajectory (outcome
+        estimators), or what a token-level estimator needs. Returns the metrics and each trajectory's
+        mean token advantage."""
         cfg = self.config
         token_level = isinstance(advantages, TokenAdvantageInputs)
         outcome = [0.0] * len(trajectories) if token_level else advantages
@@ -245,19 +252,29 @@ class RayPPOTrainer:
         if cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward:
             batch["ref_log_prob"] = self.workers.compute_ref_log_prob(batch)
         timing["timing/old_log_prob_s"] = time.perf_counter() - t
+        if cfg.uses_critic:
+            t = time.perf_counter()
+            batch["values"] = self.workers.compute_values(batch)
+            timing["timing/values_s"] = time.perf_counter() - t
         prob_diff_mean, prob_diff_max = core_algos.rollout_prob_diff(
             batch["old_log_probs"], batch["rollout_log_probs"], batch["response_mask"]
         )
         advantage_metrics: dict[str, float] = {}
         if token_level:
-            batch["advantages"], advantage_metrics = self.token_advantages(batch, layout, advantages)
+            targets, advantage_metrics = self.token_advantages(batch, layout, advantages)
+            batch.update(targets)
         mask = batch["response_mask"]
         per_trajectory = core_algos.masked_mean(
             layout.to_trajectories(batch["advantages"]), layout.to_trajectories(mask), dim=-1
         )
         t = time.perf_counter()
-        actor_metrics = self.workers.update_actor(batch, cfg.num_mini_batches, correction_ratio)
+        update_metrics = self.workers.update(
+            batch, cfg.num_mini_batches, correction_ratio, actor=update_actor, critic=cfg.uses_critic
+        )
+        # the whole update (the critic's included) and, within it, the critic's
         timing["timing/update_s"] = time.perf_counter() - t
+        if "timing/update_critic_s" in update_metrics:
+            timing["timing/update_critic_s"] = update_metrics.pop("timing/update_critic_s")
         metrics = {
             "train/batch_rows": float(batch["responses"].shape[0]),
             "train/rollout_prob_diff_mean": prob_diff_mean,
@@ -265,16 +282,17 @@ class RayPPOTrainer:
             **token_advantage_metrics(batch["advantages"], mask),
             **advantage_metrics,
             **batch_metrics,
-            **actor_metrics,
+            **update_metrics,
         }
         return metrics, per_trajectory.tolist()
 
     def token_advantages(
         self, batch: dict[str, torch.Tensor], layout: TokenLayout, inputs: TokenAdvantageInputs
-    ) -> tuple[torch.Tensor, dict[str, float]]:
-        """[rows, T] advantages of the token-level estimator: per trajectory over its tokens (the score
-        on the last one, less the KL penalty on each when algorithm.use_kl_in_reward), then onto the rows.
-        With the KL in the reward the controller's coefficient is updated here, once per step."""
+    ) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+        """{"advantages": [rows, T]} of the token-level estimator, computed per trajectory over its tokens
+        (the score on the last one, less the KL penalty on each when algorithm.use_kl_in_reward), then
+        put onto the rows; gae adds the critic's targets, {"returns": [rows, T]}. With the KL in the
+        reward the controller's coefficient is updated here, once per step."""
         alg = self.config.algorithm
         mask = layout.to_trajectories(batch["response_mask"])
         rewards = core_algos.place_on_last_token(torch.tensor(inputs.scores, dtype=torch.float32), mask)
@@ -290,12 +308,24 @@ class RayPPOTrainer:
                 "actor/reward_kl_penalty_coeff": self.kl_ctrl.value,
             }
             self.kl_ctrl.update(current_kl, n_steps=len(inputs.scores))
+
+        def on_rows(values: torch.Tensor) -> torch.Tensor:
+            return layout.to_rows(values) * batch["response_mask"]
+
+        if alg.adv_estimator == "gae":
+            values = layout.to_trajectories(batch["values"])
+            advantages, returns = core_algos.compute_gae_advantage_return(
+                rewards, values, mask, alg.gamma, alg.lam
+            )
+            metrics["critic/returns_mean"] = float(core_algos.masked_mean(returns, mask))
+            metrics["critic/values_mean"] = float(core_algos.masked_mean(values, mask))
+            return {"advantages": on_rows(advantages), "returns": on_rows(returns)}, metrics
         baselines = inputs.baseline_scores
         advantages = core_algos.compute_token_advantage(
             alg.adv_estimator, rewards, mask, group_ids=inputs.group_ids, gamma=alg.gamma,
             baseline_scores=None if baselines is None else torch.tensor(baselines, dtype=torch.float32),
         )  # fmt: skip
-        return layout.to_rows(advantages) * batch["response_mask"], metrics
+        return {"advantages": on_rows(advantages)}, metrics
 
     def greedy_baseline(
         self, step: int, items: list[PromptItem], timing: dict[str, float]
@@ -484,6 +514,8 @@ class RayPPOTrainer:
     def save_checkpoint(self, step: int) -> Path:
         tmp = checkpoint.temp_step_dir(self.run_dir, step)
         self.workers.save_checkpoint(str(tmp / "actor"))
+        if self.config.uses_critic:
+            self.workers.save_critic_checkpoint(str(tmp / "critic"))
         state: dict[str, Any] = {
             "global_step": step,
             "cumulative": dict(self.cumulative),
@@ -497,6 +529,8 @@ class RayPPOTrainer:
         """Weights, optimizer and RNG from `path` (its config was compared by resume.prepare_resume)."""
         state = json.loads((path / "trainer_state.json").read_text())
         self.workers.load_checkpoint(str(path / "actor"))
+        if self.config.uses_critic:
+            self.workers.load_critic_checkpoint(str(path / "critic"))
         self.cumulative.update(state["cumulative"])
         # checkpoints written before the KL controller existed resume at algorithm.kl_ctrl.kl_coef
         self.kl_ctrl.value = state.get("kl_coef", self.kl_ctrl.value)

@@ -26,8 +26,19 @@ from torch.distributed.fsdp import FSDPModule
 from verl.trainer.config_schema import ActorConfig
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.batch import select_rows, trim_padding_columns
-from verl.workers.actor.micro_batching import length_sorted_groups, partition_by_token_budget, split_to_count
+from verl.workers.actor.micro_batching import (
+    length_sorted_groups,
+    partition_by_token_budget,
+    prompt_sorted_groups,
+    split_to_count,
+)
 from verl.workers.actor.packing import packed_response_logits
+from verl.workers.actor.shared_prefix import (
+    SHARED_PREFIX_ATTENTION,
+    plan_shared_prefixes,
+    prompt_ids,
+    shared_prefix_response_logits,
+)
 
 # per-token statistics reported as token-weighted means over all ranks
 TOKEN_STATS = (
@@ -70,6 +81,34 @@ def all_reduce(values: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
     return values
 
 
+def sum_gradients_over_ranks(model: torch.nn.Module) -> None:
+    """Each rank's loss is already its share of the global mini-batch loss (global denominators), so the
+    gradients must be SUMMED over ranks, while FSDP2 averages them by default. The divide factor is set
+    to 1 rather than the loss multiplied by the world size: the loss and its metrics stay the true
+    values, and the gradient does not depend on how FSDP counts its data-parallel size. Factor 1 alone
+    asks for NCCL's PREMUL_SUM, which gloo rejects; forcing sum reductions makes it a plain SUM on both
+    gloo and NCCL."""
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.set_gradient_divide_factor(1.0)
+            module.set_force_sum_reduction_for_comms(True)
+
+
+def mini_batch_rows(batch: dict[str, torch.Tensor], num_mini_batches: int) -> list[torch.Tensor]:
+    """This rank's rows of each mini-batch: by `batch["mini_batch_index"]` when the rows carry one
+    (token-balanced sharding), else `num_mini_batches` equal contiguous blocks."""
+    n = batch["responses"].shape[0]
+    if "mini_batch_index" in batch:
+        index = batch["mini_batch_index"]
+        bad = ((index < 0) | (index >= num_mini_batches)).nonzero().flatten().tolist()
+        if bad:
+            raise ValueError(f"mini_batch_index of rows {bad} is outside [0, {num_mini_batches})")
+        return [(index == m).nonzero().flatten() for m in range(num_mini_batches)]
+    if n % num_mini_batches:
+        raise ValueError(f"{n} rows do not split into {num_mini_batches} mini-batches")
+    return list(torch.arange(n, device=batch["responses"].device).chunk(num_mini_batches))
+
+
 class DataParallelPPOActor:
     def __init__(
         self,
@@ -80,7 +119,10 @@ class DataParallelPPOActor:
         norm_length: int,
         lr_scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
         use_remove_padding: bool = False,
+        share_prompt_prefix: bool = False,
     ) -> None:
+        if use_remove_padding and share_prompt_prefix:
+            raise ValueError("use_remove_padding and share_prompt_prefix are two forward layouts; choose one")
         self.model = model
         self.optimizer = optimizer
         self.lr_scheduler = lr_scheduler
@@ -89,22 +131,21 @@ class DataParallelPPOActor:
         self.temperature = temperature if temperature > 0 else 1.0
         self.norm_length = norm_length  # horizon for seq-mean-token-sum-norm
         self.use_remove_padding = use_remove_padding
+        self.share_prompt_prefix = share_prompt_prefix
+        if share_prompt_prefix:  # sdpa, plus the packed shared-prefix layout when a forward carries it
+            model.set_attn_implementation(SHARED_PREFIX_ATTENTION)
         self._warned_overlong = False
-        # Each rank's loss is already its share of the global mini-batch loss (global denominators), so
-        # the gradients must be SUMMED over ranks, while FSDP2 averages them by default. We set the
-        # divide factor to 1 rather than multiplying the loss by the world size: the loss and its
-        # metrics stay the true values, and the gradient does not depend on how FSDP counts its
-        # data-parallel size. Factor 1 alone asks for NCCL's PREMUL_SUM, which gloo rejects; forcing
-        # sum reductions makes it a plain SUM on both gloo and NCCL.
-        for module in model.modules():
-            if isinstance(module, FSDPModule):
-                module.set_gradient_divide_factor(1.0)
-                module.set_force_sum_reduction_for_comms(True)
+        sum_gradients_over_ranks(model)
 
-    def _logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _logits(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
+        """Logits predicting the response tokens, and how many real tokens went through the model."""
+        tokens = int(batch["attention_mask"].sum())
         if self.use_remove_padding:
-            return packed_response_logits(self.model, batch)
-        return response_logits(self.model, batch)
+            return packed_response_logits(self.model, batch), tokens
+        if self.share_prompt_prefix:
+            plan = plan_shared_prefixes(prompt_ids(batch))
+            return shared_prefix_response_logits(self.model, batch, plan), plan.tokens_computed(tokens)
+        return response_logits(self.model, batch), tokens
 
     def _plan_micro_batches(
         self, batch: dict[str, torch.Tensor], rows_per_micro: int, max_token_len: int | None, budget_key: str
@@ -112,12 +153,13 @@ class DataParallelPPOActor:
         """Row groups of `batch`, one per forward pass, the same count on every rank (empty groups are
         zero-weight passes). With use_dynamic_bsz a group's real tokens stay within `max_token_len`
         (`budget_key` names the config key in errors); otherwise a group holds at most `rows_per_micro`
-        rows of similar length (each micro-batch pads to its own longest row)."""
+        rows of similar length (each micro-batch pads to its own longest row). With share_prompt_prefix
+        the rows are taken in order of their prompts instead, so that shared prefixes meet."""
         tokens = row_token_counts(batch)
+        prompts = prompt_ids(batch) if self.share_prompt_prefix else None
         if self.config.use_dynamic_bsz:
             if max_token_len is None:
                 raise ValueError(f"actor.use_dynamic_bsz needs a token budget: set {budget_key}")
-            groups = partition_by_token_budget(tokens, max_token_len)
             overlong = [i for i, c in enumerate(tokens) if c > max_token_len]
             if overlong and not self._warned_overlong:
                 self._warned_overlong = True
@@ -126,8 +168,14 @@ class DataParallelPPOActor:
                     f"{max(tokens)}); each runs as a micro-batch of its own (metric actor/rows_over_budget)",
                     stacklevel=3,
                 )
-        else:
+            if prompts is None:
+                groups = partition_by_token_budget(tokens, max_token_len)
+            else:
+                groups = prompt_sorted_groups(prompts, tokens, max_tokens=max_token_len)
+        elif prompts is None:
             groups = length_sorted_groups(tokens, rows_per_micro)
+        else:
+            groups = prompt_sorted_groups(prompts, tokens, max_rows=rows_per_micro)
         count = torch.tensor([len(groups)], device=batch["responses"].device)
         count = int(all_reduce(count, dist.ReduceOp.MAX))
         return split_to_count(tokens, groups, count)
@@ -151,23 +199,10 @@ class DataParallelPPOActor:
         ):
             # an empty group keeps this rank in step with the others' forwards; its result is unused
             mb = trim_padding_columns(select_rows(batch, torch.tensor(rows or [0])))
-            lp = core_algos.log_probs_from_logits(self._logits(mb), mb["responses"], self.temperature)
+            lp = core_algos.log_probs_from_logits(self._logits(mb)[0], mb["responses"], self.temperature)
             if rows:
                 out[torch.tensor(rows, device=out.device), : lp.shape[1]] = lp
         return out[:, :t]
-
-    @staticmethod
-    def _mini_batch_rows(batch: dict[str, torch.Tensor], num_mini_batches: int) -> list[torch.Tensor]:
-        n = batch["responses"].shape[0]
-        if "mini_batch_index" in batch:
-            index = batch["mini_batch_index"]
-            bad = ((index < 0) | (index >= num_mini_batches)).nonzero().flatten().tolist()
-            if bad:
-                raise ValueError(f"mini_batch_index of rows {bad} is outside [0, {num_mini_batches})")
-            return [(index == m).nonzero().flatten() for m in range(num_mini_batches)]
-        if n % num_mini_batches:
-            raise ValueError(f"{n} rows do not split into {num_mini_batches} mini-batches")
-        return list(torch.arange(n, device=batch["responses"].device).chunk(num_mini_batches))
 
     def update_policy(
         self, batch: dict[str, torch.Tensor], num_mini_batches: int, correction_ratio: float = 1.0
@@ -183,7 +218,7 @@ class DataParallelPPOActor:
         cfg = self.config
         if batch["responses"].shape[0] == 0:
             raise ValueError("update_policy got no rows: every rank needs at least one")
-        mini_rows = self._mini_batch_rows(batch, num_mini_batches)
+        mini_rows = mini_batch_rows(batch, num_mini_batches)
         device = batch["responses"].device
         # rows and response tokens of every mini-batch over all ranks, in one all-reduce
         totals = all_reduce(
@@ -197,7 +232,14 @@ class DataParallelPPOActor:
         step_losses: list[dict[str, float]] = []  # this rank's share of each step's loss terms
         # summed over micro-batches, then over ranks; the same keys on every rank for the all-reduce
         counters = dict.fromkeys(
-            ("tokens", *TOKEN_STATS, "actor/zero_weight_micro_batches", "actor/rows_over_budget"), 0.0
+            (
+                "tokens",
+                *TOKEN_STATS,
+                "actor/forward_tokens",
+                "actor/zero_weight_micro_batches",
+                "actor/rows_over_budget",
+            ),
+            0.0,
         )
         if cfg.use_dynamic_bsz:
             tokens = row_token_counts(batch)
@@ -241,7 +283,7 @@ class DataParallelPPOActor:
         shares of the step's loss terms to `losses` and token-weighted statistics to `counters`."""
         cfg = self.config
         mask = mb["response_mask"]
-        logits = self._logits(mb)
+        logits, forward_tokens = self._logits(mb)
         # one pass for both; the entropy's gradient is used only with an entropy bonus
         log_prob, entropy = core_algos.log_probs_and_entropy(logits, mb["responses"], self.temperature)
         pl = core_algos.compute_policy_loss(
@@ -273,6 +315,7 @@ class DataParallelPPOActor:
             return
         tokens = float(mask.sum())
         counters["tokens"] += tokens
+        counters["actor/forward_tokens"] += forward_tokens
         entropy_mean = core_algos.masked_mean(entropy.detach(), mask)
         stats = (pl.clipfrac, pl.clipfrac_lower, pl.approx_kl, pl.tis_weight_mean, entropy_mean)
         for name, value in zip(TOKEN_STATS, stats, strict=True):

@@ -21,14 +21,55 @@ def _check_counts(token_counts: Sequence[int]) -> None:
         raise ValueError(f"token counts must be >= 0; rows {negative} are negative")
 
 
+def consecutive_groups(
+    order: Sequence[int],
+    token_counts: Sequence[int],
+    *,
+    max_rows: int | None = None,
+    max_tokens: int | None = None,
+) -> list[list[int]]:
+    """Rows cut into groups in the given `order`: a group ends before it would hold more than `max_rows`
+    rows or `max_tokens` tokens (a row over the token budget is a group of its own); indices ascending
+    within a group."""
+    if max_rows is not None and max_rows < 1:
+        raise ValueError(f"rows per micro-batch must be >= 1, got {max_rows}")
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"the token budget must be >= 1, got {max_tokens}")
+    _check_counts(token_counts)
+    groups: list[list[int]] = []
+    tokens = 0
+    for i in order:
+        full = groups and (
+            (max_rows is not None and len(groups[-1]) == max_rows)
+            or (max_tokens is not None and tokens + token_counts[i] > max_tokens)
+        )
+        if not groups or full:
+            groups.append([])
+            tokens = 0
+        groups[-1].append(i)
+        tokens += token_counts[i]
+    return [sorted(g) for g in groups]
+
+
 def length_sorted_groups(token_counts: Sequence[int], rows_per_group: int) -> list[list[int]]:
     """Rows cut into groups of `rows_per_group` in order of length (ties by row), so a padded
     micro-batch holds rows of similar length and pads little; indices ascending within a group."""
-    if rows_per_group < 1:
-        raise ValueError(f"rows per micro-batch must be >= 1, got {rows_per_group}")
-    _check_counts(token_counts)
     order = sorted(range(len(token_counts)), key=lambda i: (token_counts[i], i))
-    return [sorted(order[s : s + rows_per_group]) for s in range(0, len(order), rows_per_group)]
+    return consecutive_groups(order, token_counts, max_rows=rows_per_group)
+
+
+def prompt_sorted_groups(
+    prompts: Sequence[Sequence[int]],
+    token_counts: Sequence[int],
+    *,
+    max_rows: int | None = None,
+    max_tokens: int | None = None,
+) -> list[list[int]]:
+    """Rows cut into groups in order of their prompt ids (ties by row), so rows that share a prompt
+    prefix (a GRPO group, a Delethink trajectory's chunks) land in the same micro-batch, where
+    `model.share_prompt_prefix` computes the prefix once."""
+    order = sorted(range(len(prompts)), key=lambda i: (list(prompts[i]), i))
+    return consecutive_groups(order, token_counts, max_rows=max_rows, max_tokens=max_tokens)
 
 
 def balanced_partition(token_counts: Sequence[int], num_groups: int) -> list[list[int]]:

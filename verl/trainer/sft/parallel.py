@@ -1,0 +1,130 @@
+"""Data parallel SFT over the RL worker's FSDP2 code: `torchrun --nproc_per_node=N -m verl.trainer.main_sft`.
+
+Without torchrun's RANK / WORLD_SIZE the trainer is one plain process and the model is not sharded
+(float32; on a GPU when there is one and the data are files: the synthetic task stays on the CPU it
+was tuned on). Under torchrun, with any N (1 included, for the `fsdp` mixed precision on one GPU),
+every rank holds an FSDP2 shard (`fsdp_workers.shard_model`), trains on its token-balanced
+share of each batch (`micro_batching.balance_rows_across_ranks`), and divides its loss by the target
+tokens of the whole batch over all ranks; the gradients are summed over ranks (as the actor does), so
+N ranks take the step one process takes on the whole batch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TypeVar
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.fsdp import FSDPModule
+from transformers import PreTrainedModel
+
+from verl.trainer.config_schema import FSDPConfig
+from verl.workers.fsdp_workers import shard_model
+
+T = TypeVar("T")
+FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+
+@dataclass(frozen=True)
+class Ranks:
+    rank: int
+    world_size: int
+    device: torch.device
+    sharded: bool = False  # in a torchrun process group, the model an FSDP2 shard
+
+    @property
+    def main(self) -> bool:
+        """The rank that prints, logs and writes files."""
+        return self.rank == 0
+
+
+SINGLE = Ranks(0, 1, torch.device("cpu"))  # one plain process
+
+
+def init_ranks(gpu_if_any: bool) -> Ranks:
+    """One process, or the process group torchrun describes (gloo on CPU, nccl on GPU)."""
+    on_gpu = torch.cuda.is_available()
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        return Ranks(0, 1, torch.device("cuda")) if on_gpu and gpu_if_any else SINGLE
+    if on_gpu:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if on_gpu else "gloo")
+    device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+    return Ranks(dist.get_rank(), dist.get_world_size(), device, sharded=True)
+
+
+def prepare_model(model: PreTrainedModel, ranks: Ranks, fsdp: FSDPConfig) -> PreTrainedModel:
+    """The model on its device; under torchrun sharded, with gradients summed over ranks."""
+    model = model.to(ranks.device)
+    if not ranks.sharded:
+        return model
+    mesh = dist.device_mesh.init_device_mesh(ranks.device.type, (ranks.world_size,))
+    model = shard_model(model, mesh, fsdp)
+    # each rank's loss is its share of the global batch loss: sum the gradients (see dp_actor)
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.set_gradient_divide_factor(1.0)
+            module.set_force_sum_reduction_for_comms(True)
+    return model
+
+
+def all_sum(values: list[float], ranks: Ranks) -> list[float]:
+    """Element-wise sums over ranks (the values themselves in one process)."""
+    if not ranks.sharded:
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=ranks.device)
+    dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def from_main(value: T, ranks: Ranks) -> T:
+    """The main rank's `value` on every rank (for decisions with side effects only it may take)."""
+    if not ranks.sharded:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def all_max(value: int, ranks: Ranks) -> int:
+    if not ranks.sharded:
+        return value
+    tensor = torch.tensor([value], device=ranks.device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor.item())
+
+
+def full_state(
+    model: PreTrainedModel, optimizer: torch.optim.Optimizer
+) -> tuple[dict[str, torch.Tensor], dict]:
+    """Unsharded model and optimizer state dicts on CPU (a collective when sharded)."""
+    return get_model_state_dict(model, options=FULL), get_optimizer_state_dict(model, optimizer, options=FULL)
+
+
+def full_weights(model: PreTrainedModel) -> dict[str, torch.Tensor]:
+    """The unsharded model state dict on CPU (a collective when sharded)."""
+    return get_model_state_dict(model, options=FULL)
+
+
+def load_full_state(
+    model: PreTrainedModel, optimizer: torch.optim.Optimizer, weights: dict, optim_state: dict
+) -> None:
+    """Full state dicts into this rank's shards (any number of ranks can load one checkpoint)."""
+    options = StateDictOptions(full_state_dict=True)
+    set_model_state_dict(model, weights, options=options)
+    set_optimizer_state_dict(model, optimizer, optim_state, options=options)
+
+
+def finish(ranks: Ranks) -> None:
+    if ranks.sharded and dist.is_initialized():
+        dist.destroy_process_group()

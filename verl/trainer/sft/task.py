@@ -1,0 +1,232 @@
+"""The synthetic-task data source of main_sft (data.source=task): problems drawn on the fly, Delethink
+continuation chunks and long starts among them, and the held-out accuracy evaluation by problem size."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from verl.data import shift_register
+from verl.data.synthetic import LABELS, Problem, compute_score, make_problem, problem_sizes, solve
+from verl.trainer.sft.batches import Pair
+from verl.trainer.sft.continuation import DelethinkExamplesConfig, continuation_example, delethink_cuts
+
+
+@dataclass
+class ContinuationConfig(DelethinkExamplesConfig):
+    """Continuation examples of the task (sft/continuation.py): with probability `prob` an example is the
+    chunk after a cut, drawn uniformly among the cuts of a problem of size up to `max_size` (a problem
+    too short to be cut stays whole)."""
+
+    # continuation problems are drawn from sizes [task.min_size, max_size]; null: task.max_size. Larger
+    # shows the model chunks from deep inside problems longer than any of its whole traces, at the
+    # positions a Delethink chunk has, while its whole traces stay within the training budget
+    max_size: int | None = None
+
+
+TaskProblem = (
+    Problem | shift_register.Problem
+)  # what every task's generator returns: question, response, size
+TASK_MAX_SIZE = {"running_sum": len(LABELS), "shift_register": shift_register.MAX_STEPS}
+
+
+@dataclass
+class LongStartConfig:
+    """The first tokens of problems longer than any whole trace (off at prob 0).
+
+    A whole trace's first step can depend on the question's size (the shift register's counter starts
+    at n), and whole traces show only sizes up to task.max_size, so a model trained on them can misread
+    a larger n at the start; continuation chunks never show a start. These examples do: a problem of a
+    size drawn from (task.max_size, task.continuation_max_size], its chat prompt, and only the first
+    `tokens` response tokens as the target (no eos, so nothing teaches stopping there).
+    """
+
+    prob: float = 0.0  # share of training examples that are such a start
+    tokens: int = 27  # response tokens per start (27: three shift-register steps)
+
+
+@dataclass
+class TaskConfig:
+    """The training problems. For the running sum they differ from the RL data on purpose, to get past
+    two plateaus fast:
+
+    - short problems (from 1 term) teach the label lookup that copies a term's digit into the thinking;
+    - extra zero digits: with uniform digits the next running sum is independent of the previous sum alone
+      (and of the digit alone), so nothing rewards reading either until both are read together; a step that
+      adds 0 copies the previous sum, which starts the model reading it.
+    """
+
+    name: str = "running_sum"  # running_sum (size: terms) | shift_register (size: steps)
+    min_size: int = 1  # whole-trace problem sizes are drawn uniformly from [min_size, max_size]
+    max_size: int = 12
+    zero_prob: float = 0.0  # running_sum: each digit is 0 with this probability, else uniform over 0..9
+    labels: str = LABELS  # running_sum: term i is labelled labels[i % len(labels)], also when held out
+    continuation: ContinuationConfig = field(default_factory=ContinuationConfig)
+    long_start: LongStartConfig = field(default_factory=LongStartConfig)
+
+    @property
+    def continuation_max_size(self) -> int:
+        return self.max_size if self.continuation.max_size is None else self.continuation.max_size
+
+
+@dataclass
+class EvalConfig:
+    num_problems: int  # held-out problems (running sum: uniform digits), spread evenly over the sizes
+    min_size: int  # the sizes of the RL data
+    max_size: int
+    max_new_tokens: int
+
+
+def encode_example(tokenizer: PreTrainedTokenizerBase, problem: TaskProblem) -> tuple[list[int], list[int]]:
+    """(prompt ids, target ids): the chat prompt ending in `<think>`, and the reference response + eos."""
+    messages = [{"role": "user", "content": problem.question}]
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=False)
+    target = tokenizer.encode(problem.response, add_special_tokens=False) + [tokenizer.eos_token_id]
+    return prompt, target
+
+
+def draw_training_problem(
+    rng: random.Random, task: TaskConfig, max_size: int | None = None, min_size: int | None = None
+) -> TaskProblem:
+    """A problem of a size drawn uniformly from [min_size or task.min_size, max_size or task.max_size]."""
+    size = rng.randint(
+        task.min_size if min_size is None else min_size, task.max_size if max_size is None else max_size
+    )
+    if task.name == "shift_register":
+        return shift_register.make_problem(rng, size)
+    digits = [0 if rng.random() < task.zero_prob else rng.randrange(10) for _ in range(size)]
+    return solve(digits, task.labels)
+
+
+def draw_training_example(
+    rng: random.Random, tokenizer: PreTrainedTokenizerBase, task: TaskConfig
+) -> tuple[list[int], list[int]]:
+    """A whole reference trace; or with probability task.continuation.prob the chunk after a cut drawn
+    uniformly among the cuts of a problem up to task.continuation_max_size (a trace too short to be cut
+    stays whole); or with probability task.long_start.prob the start of a problem past task.max_size.
+    The first chunk of a long problem is not drawn: with it, one testbed warm start learned far slower
+    (recipes/markovian_testbed/README.md); a long start is much shorter."""
+    cont, start = task.continuation, task.long_start
+    # both options at prob 0 draw nothing more from rng: the default stream is the one without them
+    if cont.prob == 0 and start.prob == 0:
+        return encode_example(tokenizer, draw_training_problem(rng, task))
+    draw = rng.random()
+    if draw < cont.prob:
+        prompt, target = encode_example(
+            tokenizer, draw_training_problem(rng, task, task.continuation_max_size)
+        )
+        cuts = delethink_cuts(len(target), cont.params)
+        if cuts:
+            return continuation_example(prompt, target, rng.choice(cuts), cont.params)
+        return prompt, target
+    if draw < cont.prob + start.prob:
+        problem = draw_training_problem(rng, task, task.continuation_max_size, task.max_size + 1)
+        prompt, target = encode_example(tokenizer, problem)
+        return prompt, target[: start.tokens]
+    return encode_example(tokenizer, draw_training_problem(rng, task))
+
+
+@dataclass
+class Outcome:
+    size: int
+    correct: bool
+    thinking_tokens: int  # tokens before `</think>` (all of them if the thinking never closed)
+    response_tokens: int  # every generated token up to and including eos
+
+
+@torch.no_grad()
+def evaluate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    problems: list[TaskProblem],
+    max_new_tokens: int,
+    do_sample: bool,
+) -> list[Outcome]:
+    """Generate a response per problem (greedy, or sampled at temperature 1) and score it."""
+    think_end_id = tokenizer.convert_tokens_to_ids("</think>")
+    # top_k=0 and top_p=1 switch off truncation: plain temperature-1 sampling, as RL rollouts use
+    sampling = (
+        dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0) if do_sample else {"do_sample": False}
+    )
+    outcomes = []
+    # problems of one size have prompts of one length, so each size is a batch that needs no padding
+    for size in sorted({p.size for p in problems}):
+        group = [p for p in problems if p.size == size]
+        prompts = torch.tensor([encode_example(tokenizer, p)[0] for p in group], device=model.device)
+        generated = model.generate(
+            input_ids=prompts,
+            attention_mask=torch.ones_like(prompts),
+            max_new_tokens=max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            **sampling,
+        )[:, prompts.shape[1] :].tolist()
+        for problem, ids in zip(group, generated, strict=True):
+            if tokenizer.eos_token_id in ids:
+                ids = ids[: ids.index(tokenizer.eos_token_id) + 1]
+            thinking = ids.index(think_end_id) if think_end_id in ids else len(ids)
+            text = tokenizer.decode(ids, skip_special_tokens=True)
+            outcomes.append(Outcome(size, compute_score(text, problem.answer) == 1.0, thinking, len(ids)))
+    return outcomes
+
+
+def summarize(greedy: list[Outcome], sampled: list[Outcome]) -> dict[str, dict[str, float]]:
+    """Accuracy and thinking length by problem size ("all" for every size together)."""
+    sizes = sorted({o.size for o in greedy})
+    summary = {}
+    for key, keep in [(str(n), lambda o, n=n: o.size == n) for n in sizes] + [("all", lambda o: True)]:
+        g, s = [o for o in greedy if keep(o)], [o for o in sampled if keep(o)]
+        summary[key] = {
+            "problems": len(g),
+            "greedy_accuracy": sum(o.correct for o in g) / len(g),
+            "sampled_accuracy": sum(o.correct for o in s) / len(s),
+            "greedy_thinking_tokens_mean": sum(o.thinking_tokens for o in g) / len(g),
+            "sampled_thinking_tokens_max": max(o.thinking_tokens for o in s),
+            "sampled_response_tokens_max": max(o.response_tokens for o in s),
+        }
+    return summary
+
+
+def format_summary(summary: dict[str, dict[str, float]]) -> str:
+    lines = [" size  problems  greedy_acc  sampled_acc(T=1)  thinking_tokens(greedy_mean,sampled_max)"]
+    for key, row in summary.items():
+        lines.append(
+            f"{key:>5}  {row['problems']:>8}  {row['greedy_accuracy']:>10.2f}"
+            f"  {row['sampled_accuracy']:>16.2f}"
+            f"  {row['greedy_thinking_tokens_mean']:>8.1f} {row['sampled_thinking_tokens_max']:>5}"
+        )
+    return "\n".join(lines)
+
+
+def held_out_problems(seed: str, cfg: EvalConfig, task: TaskConfig) -> list[TaskProblem]:
+    """`cfg.num_problems` problems like the RL data (running sum: uniform digits), sizes spread evenly."""
+    rng = random.Random(seed)
+    sizes = problem_sizes(cfg.num_problems, cfg.min_size, cfg.max_size)
+    if task.name == "shift_register":
+        return [shift_register.make_problem(rng, n) for n in sizes]
+    return [make_problem(rng, n, task.labels) for n in sizes]
+
+
+class TaskBatches:
+    """Training batches of the synthetic task, drawn on the fly from one random stream."""
+
+    def __init__(
+        self, seed: int, tokenizer: PreTrainedTokenizerBase, task: TaskConfig, batch_size: int
+    ) -> None:
+        # a string seed keeps this stream apart from the RL data's (integer seeds)
+        self.rng = random.Random(f"sft-train-{seed}")
+        self.tokenizer, self.task, self.batch_size = tokenizer, task, batch_size
+
+    def __call__(self) -> list[Pair]:
+        return [draw_training_example(self.rng, self.tokenizer, self.task) for _ in range(self.batch_size)]
+
+    def state(self) -> dict[str, Any]:
+        return {"rng": self.rng.getstate()}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
