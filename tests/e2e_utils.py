@@ -13,11 +13,23 @@ DELETHINK = (
 )
 
 
-def tiny_config(name: str, assets, run_dir, *overrides: str) -> PolicyIterationConfig:
-    base = [
+def asset_paths(assets) -> list[str]:
+    """The overrides that point a config at the test model and data."""
+    return [
         f"actor_rollout_ref.model.path={assets / 'model'}",
         f"data.train_files=[{assets / 'data' / 'train.jsonl'}]",
         f"data.val_files=[{assets / 'data' / 'val.jsonl'}]",
+    ]
+
+
+def tiny_longcot_with(assets, *overrides: str) -> PolicyIterationConfig:
+    """tiny_longcot on the test assets with `overrides` and nothing else (config checks)."""
+    return load_config(compose_config("tiny_longcot", [*asset_paths(assets), *overrides]))
+
+
+def tiny_config(name: str, assets, run_dir, *overrides: str) -> PolicyIterationConfig:
+    base = [
+        *asset_paths(assets),
         f"trainer.default_local_dir={run_dir}",
         "trainer.logger=[jsonl]",
         "data.train_batch_size=2",

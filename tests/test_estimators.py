@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from tests.e2e_utils import DELETHINK, tiny_config
+from tests.e2e_utils import DELETHINK, tiny_config, tiny_longcot_with
 from verl.agent_loop.base import Trajectory, Turn
-from verl.trainer.config_schema import ConfigError, compose_config, config_warnings, load_config
+from verl.trainer.config_schema import ConfigError, config_warnings
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.batch import TokenLayout, collate_rows, pad_rows_to_multiple, trajectory_rows
 
@@ -215,15 +215,6 @@ def test_dr_grpo_aggregation_sums_a_delethink_trajectory_over_its_chunk_rows():
 # config
 
 
-def compose(tiny_assets, *overrides: str):
-    return load_config(compose_config("tiny_longcot", [
-        f"actor_rollout_ref.model.path={tiny_assets / 'model'}",
-        f"data.train_files=[{tiny_assets / 'data' / 'train.jsonl'}]",
-        f"data.val_files=[{tiny_assets / 'data' / 'val.jsonl'}]",
-        *overrides,
-    ]))  # fmt: skip
-
-
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -250,18 +241,20 @@ def compose(tiny_assets, *overrides: str):
 )
 def test_estimator_config_is_checked(tiny_assets, overrides, message):
     with pytest.raises(ConfigError, match=message):
-        compose(tiny_assets, *overrides)
+        tiny_longcot_with(tiny_assets, *overrides)
 
 
 def test_estimators_without_groups_run_with_one_sample_and_kl_twice_is_warned(tiny_assets):
     for estimator in ("reinforce_plus_plus", "reinforce_plus_plus_baseline", "remax"):
-        assert compose(tiny_assets, f"algorithm.adv_estimator={estimator}", "actor_rollout_ref.rollout.n=1")
-    both = compose(
+        assert tiny_longcot_with(
+            tiny_assets, f"algorithm.adv_estimator={estimator}", "actor_rollout_ref.rollout.n=1"
+        )
+    both = tiny_longcot_with(
         tiny_assets, "algorithm.adv_estimator=reinforce_plus_plus", "algorithm.use_kl_in_reward=true",
         "actor_rollout_ref.actor.use_kl_loss=true",
     )  # fmt: skip
     assert any("penalised twice" in w for w in config_warnings(both))
-    dr_grpo = compose(
+    dr_grpo = tiny_longcot_with(
         tiny_assets, "algorithm.norm_adv_by_std_in_grpo=false",
         "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm",
     )  # fmt: skip

@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from tests.e2e_utils import DELETHINK, tiny_config
+from tests.e2e_utils import DELETHINK, tiny_config, tiny_longcot_with
 from verl.agent_loop.base import Trajectory, Turn
-from verl.trainer.config_schema import ConfigError, compose_config, load_config
+from verl.trainer.config_schema import ConfigError
 from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.batch import TokenLayout, collate_rows, pad_rows_to_multiple, trajectory_rows
 
@@ -234,15 +234,6 @@ def test_micro_batches_sum_to_the_mini_batch_value_loss_step(value_model):
 # config
 
 
-def compose(tiny_assets, *overrides: str):
-    return load_config(compose_config("tiny_longcot", [
-        f"actor_rollout_ref.model.path={tiny_assets / 'model'}",
-        f"data.train_files=[{tiny_assets / 'data' / 'train.jsonl'}]",
-        f"data.val_files=[{tiny_assets / 'data' / 'val.jsonl'}]",
-        *overrides,
-    ]))  # fmt: skip
-
-
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -261,13 +252,13 @@ def compose(tiny_assets, *overrides: str):
 )
 def test_critic_config_is_checked(tiny_assets, overrides, message):
     with pytest.raises(ConfigError, match=message):
-        compose(tiny_assets, *overrides)
+        tiny_longcot_with(tiny_assets, *overrides)
 
 
 def test_critic_defaults_to_the_actors_model(tiny_assets):
-    config = compose(tiny_assets, "algorithm.adv_estimator=gae", "actor_rollout_ref.rollout.n=1")
+    config = tiny_longcot_with(tiny_assets, "algorithm.adv_estimator=gae", "actor_rollout_ref.rollout.n=1")
     assert config.uses_critic and config.critic_model_path == str(tiny_assets / "model")
-    assert not compose(tiny_assets).uses_critic
+    assert not tiny_longcot_with(tiny_assets).uses_critic
 
 
 # ---------------------------------------------------------------------------------------------

@@ -109,6 +109,42 @@ def mini_batch_rows(batch: dict[str, torch.Tensor], num_mini_batches: int) -> li
     return list(torch.arange(n, device=batch["responses"].device).chunk(num_mini_batches))
 
 
+def mini_batch_denominators(
+    batch: dict[str, torch.Tensor], mini_rows: list[torch.Tensor], norm_length: int
+) -> list[dict[str, float]]:
+    """Each mini-batch's loss denominators over all ranks (its rows and response tokens, in one
+    all-reduce) and the norm length, as `core_algos.agg_loss` takes them."""
+    totals = all_reduce(
+        torch.tensor(
+            [[len(rows), float(batch["response_mask"][rows].sum())] for rows in mini_rows],
+            dtype=torch.float64, device=batch["responses"].device,
+        )
+    ).tolist()  # fmt: skip
+    return [
+        dict(
+            global_num_rows=max(rows, 1.0), global_num_tokens=max(tokens, 1.0), norm_length=float(norm_length)
+        )
+        for rows, tokens in totals
+    ]
+
+
+def optimizer_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    lr_scheduler: torch.optim.lr_scheduler.LRScheduler | None,
+    grad_clip: float,
+) -> float:
+    """Clip the gradient norm, step unless it is not finite (a bad batch must not wreck the weights),
+    advance the schedule; returns the norm before clipping."""
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
+    if torch.isfinite(torch.tensor(grad_norm)):
+        optimizer.step()
+    if lr_scheduler is not None:
+        lr_scheduler.step()
+    return grad_norm
+
+
 class DataParallelPPOActor:
     def __init__(
         self,
@@ -220,13 +256,7 @@ class DataParallelPPOActor:
             raise ValueError("update_policy got no rows: every rank needs at least one")
         mini_rows = mini_batch_rows(batch, num_mini_batches)
         device = batch["responses"].device
-        # rows and response tokens of every mini-batch over all ranks, in one all-reduce
-        totals = all_reduce(
-            torch.tensor(
-                [[len(rows), float(batch["response_mask"][rows].sum())] for rows in mini_rows],
-                dtype=torch.float64, device=device,
-            )
-        ).tolist()  # fmt: skip
+        denominators_of = mini_batch_denominators(batch, mini_rows, self.norm_length)
         dummy_row = select_rows(batch, slice(0, 1))  # input of zero-weight passes
         self.model.train()
         step_losses: list[dict[str, float]] = []  # this rank's share of each step's loss terms
@@ -246,12 +276,7 @@ class DataParallelPPOActor:
             counters["actor/rows_over_budget"] = sum(c > cfg.ppo_max_token_len_per_gpu for c in tokens)
         local: dict[str, list[float]] = defaultdict(list)  # identical on every rank
         for _ in range(cfg.ppo_epochs):
-            for rows, (num_rows, num_tokens) in zip(mini_rows, totals, strict=True):
-                denominators = dict(
-                    global_num_rows=max(num_rows, 1.0),
-                    global_num_tokens=max(num_tokens, 1.0),
-                    norm_length=float(self.norm_length),
-                )
+            for rows, denominators in zip(mini_rows, denominators_of, strict=True):
                 mini = select_rows(batch, rows)
                 groups = self._plan_micro_batches(
                     mini, cfg.ppo_micro_batch_size_per_gpu, cfg.ppo_max_token_len_per_gpu,
@@ -268,14 +293,10 @@ class DataParallelPPOActor:
                         trim_padding_columns(mb), denominators, correction_ratio * weight, losses, counters
                     )
                 step_losses.append(losses)
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-                grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
-                if torch.isfinite(torch.tensor(grad_norm)):
-                    self.optimizer.step()
-                local["actor/grad_norm"].append(grad_norm)
                 local["actor/lr"].append(self.optimizer.param_groups[0]["lr"])
-                if self.lr_scheduler is not None:
-                    self.lr_scheduler.step()
+                local["actor/grad_norm"].append(
+                    optimizer_step(self.model, self.optimizer, self.lr_scheduler, cfg.grad_clip)
+                )
         return self._reduce_metrics(step_losses, counters, local, device)
 
     def _backward_micro_batch(self, mb, denominators, scale, losses, counters) -> None:

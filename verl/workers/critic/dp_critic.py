@@ -19,7 +19,9 @@ from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.batch import select_rows, trim_padding_columns
 from verl.workers.actor.dp_actor import (
     all_reduce,
+    mini_batch_denominators,
     mini_batch_rows,
+    optimizer_step,
     row_token_counts,
     sum_gradients_over_ranks,
 )
@@ -103,24 +105,14 @@ class DataParallelPPOCritic:
             raise ValueError("update_critic got no rows: every rank needs at least one")
         mini_rows = mini_batch_rows(batch, num_mini_batches)
         device = batch["responses"].device
-        totals = all_reduce(
-            torch.tensor(
-                [[len(rows), float(batch["response_mask"][rows].sum())] for rows in mini_rows],
-                dtype=torch.float64, device=device,
-            )
-        ).tolist()  # fmt: skip
+        denominators_of = mini_batch_denominators(batch, mini_rows, self.norm_length)
         dummy_row = select_rows(batch, slice(0, 1))
         self.model.train()
         step_losses: list[float] = []  # this rank's share of each step's value loss
         counters = dict.fromkeys(("tokens", *TOKEN_STATS), 0.0)  # summed over micro-batches, then ranks
         local: dict[str, list[float]] = defaultdict(list)  # identical on every rank
         for _ in range(cfg.ppo_epochs):
-            for rows, (num_rows, num_tokens) in zip(mini_rows, totals, strict=True):
-                denominators = dict(
-                    global_num_rows=max(num_rows, 1.0),
-                    global_num_tokens=max(num_tokens, 1.0),
-                    norm_length=float(self.norm_length),
-                )
+            for rows, denominators in zip(mini_rows, denominators_of, strict=True):
                 mini = select_rows(batch, rows)
                 self.optimizer.zero_grad(set_to_none=True)
                 step_loss = 0.0
@@ -131,14 +123,10 @@ class DataParallelPPOCritic:
                         trim_padding_columns(mb), denominators, correction_ratio * weight, counters
                     )
                 step_losses.append(step_loss)
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-                grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
-                if torch.isfinite(torch.tensor(grad_norm)):
-                    self.optimizer.step()
-                local["critic/grad_norm"].append(grad_norm)
                 local["critic/lr"].append(self.optimizer.param_groups[0]["lr"])
-                if self.lr_scheduler is not None:
-                    self.lr_scheduler.step()
+                local["critic/grad_norm"].append(
+                    optimizer_step(self.model, self.optimizer, self.lr_scheduler, cfg.grad_clip)
+                )
         return self._reduce_metrics(step_losses, counters, local, device)
 
     def _backward_micro_batch(self, mb, denominators, scale, counters) -> float:
