@@ -31,9 +31,10 @@ setup(
         "datasets>=5.2",
         "matplotlib>=3.11",
         "tqdm>=4.70",
+        "peft>=0.21",
     ],
     extras_require={
-        "dev": ["pytest==9.2.0", "ruff==0.17.6"],
+        "dev": ["pytest==9.2.0", "ruff==0.17.6", "hypothesis==6.170.15", "import-linter==2.16"],
         # GPU rollout (sglang pins torch 2.14.1, CUDA 13 kernels, transformers 5.19.0) and packed
         # attention (flash-attn builds from source with nvcc against that torch: install it with
         # --no-build-isolation). Install order and version notes: docs/GPU.md.
