@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from verl.models.lora_keys import ALL_LINEAR
 from verl.models.model_dir import model_path_problem
 from verl.utils.config_resolvers import register_resolvers
 
@@ -103,6 +104,15 @@ def _off_or_positive(value: int) -> bool:
     return value == -1 or value > 0
 
 
+# the LoRA keys of a model section (actor_rollout_ref.model, critic.model, SFT's model)
+_LORA_RULES: list[Rule] = [
+    ("lora_rank", lambda v: v >= 0, "must be >= 0 (0: LoRA off, full fine-tuning)"),
+    ("lora_alpha", lambda v: v > 0, "must be > 0 (the adapters' scale is lora_alpha / lora_rank)"),
+    ("target_modules", lambda v: len(v) > 0, f"must name at least one module, or be {ALL_LINEAR}"),
+    ("target_modules", lambda v: ALL_LINEAR not in v or len(v) == 1,
+     f"{ALL_LINEAR} already names every linear layer; list module names or {ALL_LINEAR} alone"),
+]
+
 _SAMPLING_RULES: list[Rule] = [  # rollout and rollout.val_kwargs sample alike
     ("temperature", lambda v: v >= 0, "must be >= 0 (0 means greedy)"),
     ("top_p", lambda v: 0 < v <= 1, "must be in (0, 1]"),
@@ -149,10 +159,15 @@ class ModelConfig:
     # actor and reference attention: sdpa | flash_attention_2 (GPU, the flash-attn package: packed rows run
     # its variable-length kernels; sdpa gives a packed micro-batch one dense block-diagonal mask)
     attn_implementation: str = "sdpa"
+    lora_rank: int = 0  # LoRA adapters of this rank are all the actor trains (peft); 0: full fine-tuning
+    lora_alpha: float = 16.0  # LoRA scale: the adapters' update is multiplied by lora_alpha / lora_rank
+    # modules that get adapters: names (q_proj, ...) or all-linear (every linear layer but the LM head)
+    target_modules: list[str] = field(default_factory=lambda: [ALL_LINEAR])
 
     def problems(self, key: str) -> list[str]:
         return _broken(self, key, [
             *_not_empty("path"),
+            *_LORA_RULES,
             _one_of("attn_implementation", ATTN_IMPLEMENTATIONS),
             ("share_prompt_prefix", lambda v: not (v and self.use_remove_padding),
              "cannot be combined with use_remove_padding=true: they are two layouts of the forward pass"),
@@ -364,9 +379,15 @@ class ActorRolloutRefConfig:
 class CriticModelConfig:
     path: str | None = None  # HF model directory or hub id of the value model; null: the actor's model
     enable_gradient_checkpointing: bool = False  # recompute activations in backward to save memory
+    lora_rank: int = 0  # LoRA adapters of this rank (and the value head) are all the critic trains; 0: off
+    lora_alpha: float = 16.0  # LoRA scale: the adapters' update is multiplied by lora_alpha / lora_rank
+    # modules that get adapters: names (q_proj, ...) or all-linear (every linear layer but the value head)
+    target_modules: list[str] = field(default_factory=lambda: [ALL_LINEAR])
 
     def problems(self, key: str) -> list[str]:
-        return _broken(self, key, [("path", lambda v: v != "", "must be null (the actor's model) or a path")])
+        return _broken(self, key, [
+            ("path", lambda v: v != "", "must be null (the actor's model) or a path"), *_LORA_RULES
+        ])
 
 
 @dataclass

@@ -32,11 +32,9 @@ from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
     get_optimizer_state_dict,
-    set_model_state_dict,
     set_optimizer_state_dict,
 )
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
-from torch.distributed.tensor import DTensor
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
@@ -50,6 +48,7 @@ from verl.agent_loop.manager import build_agent_loop, run_agent_loops
 from verl.data.rl_dataset import PromptItem
 from verl.envs.base import close_open_envs
 from verl.envs.plugins import import_plugins
+from verl.models import lora
 from verl.trainer.config_schema import FSDPConfig, OptimConfig, PolicyIterationConfig
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
@@ -147,9 +146,13 @@ def optimizer_on_device(
 def make_optimizer(
     model: torch.nn.Module, optim: OptimConfig
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW and its linear warm-up over optim.lr_warmup_steps optimizer steps."""
+    """AdamW over the trainable parameters (a LoRA model's adapters) and its linear warm-up over
+    optim.lr_warmup_steps optimizer steps."""
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=optim.lr, betas=tuple(optim.betas), weight_decay=optim.weight_decay
+        lora.trainable_parameters(model),
+        lr=optim.lr,
+        betas=tuple(optim.betas),
+        weight_decay=optim.weight_decay,
     )
     warmup = optim.lr_warmup_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -211,6 +214,8 @@ class ActorRolloutRefWorker:
         model = load_causal_lm(ref_cfg.model.path, ref_cfg.model.attn_implementation).to(self.device)
         if ref_cfg.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable()
+        if ref_cfg.model.lora_rank:
+            model = lora.add_adapters(model, ref_cfg.model, lora.CAUSAL_LM)
         self.model = shard_model(model, mesh, ref_cfg.actor.fsdp_config)
 
         self.optimizer, self.lr_scheduler = make_optimizer(self.model, ref_cfg.actor.optim)
@@ -222,8 +227,11 @@ class ActorRolloutRefWorker:
         )  # fmt: skip
         self.ref = None
         if ref_cfg.actor.use_kl_loss or config.algorithm.use_kl_in_reward:
-            ref_model = load_causal_lm(ref_cfg.model.path, ref_cfg.model.attn_implementation)
-            ref_model = ref_model.to(self.device).eval().requires_grad_(False)
+            # LoRA: the actor itself, its adapters off while it computes reference log-probs
+            ref_model = self.model if ref_cfg.model.lora_rank else (
+                load_causal_lm(ref_cfg.model.path, ref_cfg.model.attn_implementation)
+                .to(self.device).eval().requires_grad_(False)
+            )  # fmt: skip
             self.ref = DataParallelPPOActor(
                 ref_model, None, ref_cfg.actor, ref_cfg.rollout.temperature, config.thinking_budget,
                 use_remove_padding=ref_cfg.model.use_remove_padding,
@@ -238,7 +246,10 @@ class ActorRolloutRefWorker:
             self.engine_thread = EngineThread(lambda: SGLangRolloutEngine.from_config(config, eos_ids))
             self.engine = self.engine_thread.engine
         else:
-            engine_model = load_causal_lm(ref_cfg.model.path).to(self.device).eval()
+            engine_model = load_causal_lm(ref_cfg.model.path)
+            if ref_cfg.model.lora_rank:
+                engine_model = lora.engine_model(engine_model, ref_cfg.model)
+            engine_model = engine_model.to(self.device).eval()
             self.engine = HFRolloutEngine(
                 engine_model, eos_ids, self.tokenizer.pad_token_id, max_num_seqs=ref_cfg.rollout.max_num_seqs
             )
@@ -255,6 +266,8 @@ class ActorRolloutRefWorker:
             ).to(self.device)
         if config.critic.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable()
+        if config.critic.model.lora_rank:
+            model = lora.add_adapters(model, config.critic.model, lora.TOKEN_CLS)
         model = shard_model(model, mesh, config.critic.fsdp_config)
         optimizer, lr_scheduler = make_optimizer(model, config.critic.optim)
         return DataParallelPPOCritic(model, optimizer, config.critic, config.thinking_budget, lr_scheduler)
@@ -282,10 +295,7 @@ class ActorRolloutRefWorker:
     def sync_engine_weights(self) -> None:
         """Every rank's engine gets the full weights, gathered one parameter at a time (a collective:
         all ranks walk the parameters in the same order), so peak memory is one full tensor."""
-        named = (
-            (name, t.full_tensor() if isinstance(t, DTensor) else t)
-            for name, t in self.model.state_dict().items()
-        )
+        named = lora.weights_for_engine(self.model, adapters_only=self.engine.takes_adapters_only)
         self._engine_call(lambda: self.engine.update_weights(named))
 
     # training --------------------------------------------------------------------------------
@@ -305,11 +315,12 @@ class ActorRolloutRefWorker:
                 "no reference policy: actor_rollout_ref.actor.use_kl_loss and "
                 "algorithm.use_kl_in_reward are both false"
             )
-        return self.ref.compute_log_prob(
-            self._to_device(batch),
-            self.config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu,
-            max_token_len=self.config.actor_rollout_ref.ref.log_prob_max_token_len_per_gpu,
-        ).cpu()
+        with lora.reference_policy(self.ref.model):
+            return self.ref.compute_log_prob(
+                self._to_device(batch),
+                self.config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu,
+                max_token_len=self.config.actor_rollout_ref.ref.log_prob_max_token_len_per_gpu,
+            ).cpu()
 
     def update_actor(
         self, batch: dict[str, torch.Tensor], num_mini_batches: int, correction_ratio: float = 1.0
@@ -365,11 +376,14 @@ class ActorRolloutRefWorker:
         model_sd = get_model_state_dict(self.model, options=FULL_STATE)
         optim_sd = get_optimizer_state_dict(self.model, self.optimizer, options=FULL_STATE)
         if self.rank == 0:
-            # an unsharded model object writes the HF files; the HF engine holds one already
-            skeleton = getattr(self.engine, "model", None) or load_causal_lm(
-                self.config.actor_rollout_ref.model.path
-            )
-            skeleton.save_pretrained(out / "huggingface", state_dict=model_sd)
+            model_cfg = self.config.actor_rollout_ref.model
+            # an unsharded model object writes the HF files; the HF engine of a full fine-tuning run
+            # holds one already
+            engine_model = None if model_cfg.lora_rank else getattr(self.engine, "model", None)
+            lora.save_model(
+                out, self.model, model_sd, model_cfg, lora.CAUSAL_LM,
+                lambda: engine_model or load_causal_lm(model_cfg.path),
+            )  # fmt: skip
             self.tokenizer.save_pretrained(out / "huggingface")
             torch.save(
                 {
@@ -386,8 +400,8 @@ class ActorRolloutRefWorker:
     def load_checkpoint(self, directory: str) -> None:
         """Full state dicts, so a checkpoint loads into any number of ranks."""
         src = Path(directory)
-        weights = load_causal_lm(str(src / "huggingface")).state_dict()
-        set_model_state_dict(self.model, weights, options=StateDictOptions(full_state_dict=True))
+        model_cfg = self.config.actor_rollout_ref.model
+        lora.load_model(self.model, src, model_cfg, model_cfg.path, load_causal_lm)
         state = torch.load(src / "state.pt", weights_only=False)
         set_optimizer_state_dict(
             self.model, self.optimizer, state["optimizer"], options=StateDictOptions(full_state_dict=True)
@@ -406,10 +420,11 @@ class ActorRolloutRefWorker:
         model_sd = get_model_state_dict(critic.model, options=FULL_STATE)
         optim_sd = get_optimizer_state_dict(critic.model, critic.optimizer, options=FULL_STATE)
         if self.rank == 0:
-            # an unsharded model object writes the HF files (its weights are replaced by model_sd)
-            load_value_model(self.config.critic_model_path).save_pretrained(
-                out / "huggingface", state_dict=model_sd
-            )
+            # an unsharded model object writes the HF files
+            lora.save_model(
+                out, critic.model, model_sd, self.config.critic.model, lora.TOKEN_CLS,
+                lambda: load_value_model(self.config.critic_model_path),
+            )  # fmt: skip
             torch.save(
                 {"optimizer": optim_sd, "lr_scheduler": critic.lr_scheduler.state_dict()}, out / "state.pt"
             )
@@ -418,8 +433,8 @@ class ActorRolloutRefWorker:
     def load_critic_checkpoint(self, directory: str) -> None:
         critic, src = self._require_critic(), Path(directory)
         full = StateDictOptions(full_state_dict=True)
-        set_model_state_dict(
-            critic.model, load_value_model(str(src / "huggingface")).state_dict(), options=full
+        lora.load_model(
+            critic.model, src, self.config.critic.model, self.config.critic_model_path, load_value_model
         )
         state = torch.load(src / "state.pt", weights_only=False)
         set_optimizer_state_dict(critic.model, critic.optimizer, state["optimizer"], options=full)

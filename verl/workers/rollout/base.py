@@ -38,6 +38,10 @@ class GenerateOutput:
 
 
 class RolloutEngine(ABC):
+    # An engine that applies a LoRA policy's adapters itself (SGLang, serving them over its own copy of
+    # the base) takes only the adapters in `update_weights`; the others take every weight.
+    takes_adapters_only: bool = False
+
     @abstractmethod
     async def generate(self, prompt_ids: list[int], sampling_params: SamplingParams) -> GenerateOutput:
         """Sample one continuation of `prompt_ids`. Concurrent calls are batched together."""

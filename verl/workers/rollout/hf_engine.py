@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 import torch
 import transformers
 
+from verl.models.lora import merged_after_update
 from verl.workers.rollout.base import GenerateOutput, RolloutEngine, SamplingParams
 from verl.workers.rollout.kv_cache import SlotKVCache
 from verl.workers.rollout.prefix_store import PrefixMatch, PrefixStore
@@ -203,7 +204,7 @@ class HFRolloutEngine(RolloutEngine):
                     f"update_weights: {name!r} has shape {tuple(tensor.shape)}, "
                     f"the model expects {tuple(targets[name].shape)}"
                 )
-        with torch.no_grad():
+        with torch.no_grad(), merged_after_update(self.model):
             for name, tensor in updates:
                 targets[name].copy_(tensor)
 

@@ -1,0 +1,131 @@
+"""LoRA (peft) in the colocated worker, in-process: only the adapters train, the reference policy is the
+actor with its adapters off, the HF engine samples from the merged adapters, and a checkpoint holds
+peft's adapter files and a merged HF model that resume and `from_pretrained` read back."""
+
+import asyncio
+
+import pytest
+import torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM
+
+from tests.e2e_utils import tiny_config
+from verl.data.rl_dataset import PromptItem
+from verl.models import lora
+from verl.trainer.ppo.batch import collate_rows, trajectory_rows
+from verl.workers.fsdp_workers import ActorRolloutRefWorker
+from verl.workers.rollout.base import SamplingParams
+
+pytestmark = pytest.mark.slow
+
+LORA = (
+    "actor_rollout_ref.model.lora_rank=4",
+    "actor_rollout_ref.model.lora_alpha=8",
+    "actor_rollout_ref.actor.use_kl_loss=true",
+    "actor_rollout_ref.actor.optim.lr=1e-2",
+    "data.max_response_length=12",
+)
+
+
+def lora_worker(assets, run_dir) -> ActorRolloutRefWorker:
+    worker = ActorRolloutRefWorker(tiny_config("tiny_longcot", assets, run_dir, *LORA))
+    worker.init_model()
+    return worker
+
+
+@pytest.fixture(scope="module")
+def worker(tiny_assets, tmp_path_factory):
+    w = lora_worker(tiny_assets, tmp_path_factory.mktemp("lora_worker"))
+    yield w
+    w.shutdown()
+
+
+def sample_batch(worker, seed=0) -> dict[str, torch.Tensor]:
+    prompt = worker.tokenizer("<|user|>a3 b5<|assistant|><think>", add_special_tokens=False)["input_ids"]
+    params = [SamplingParams(max_new_tokens=12, temperature=1.0, seed=seed + i) for i in range(4)]
+    trajectories = asyncio.run(worker.generate([PromptItem(prompt, "test", "0")] * 4, params))
+    return collate_rows(trajectory_rows(trajectories, [1.0, -1.0, 0.5, -0.5]), worker.tokenizer.pad_token_id)
+
+
+def base_log_probs(worker, batch) -> torch.Tensor:
+    """Log-probs of the batch's responses under the model at model.path, loaded on its own."""
+    from verl.workers.actor.dp_actor import DataParallelPPOActor
+
+    base = AutoModelForCausalLM.from_pretrained(
+        worker.config.actor_rollout_ref.model.path, dtype=torch.float32
+    )
+    plain = DataParallelPPOActor(base.eval(), None, worker.config.actor_rollout_ref.actor, 1.0, 12)
+    return plain.compute_log_prob(batch, 8)
+
+
+def weights(worker) -> dict[str, torch.Tensor]:
+    """A copy: one unsharded rank's full state dict holds the model's own tensors."""
+    return {k: v.clone() for k, v in worker.full_state_dict().items()}
+
+
+def update(worker, batch) -> dict[str, float]:
+    batch["old_log_probs"] = worker.compute_log_prob(batch)
+    batch["ref_log_prob"] = worker.compute_ref_log_prob(batch)
+    return worker.update_actor(batch, num_mini_batches=1)
+
+
+def test_only_adapters_train_and_the_engine_and_reference_follow(worker):
+    trainable = lora.trainable_names(worker.model)
+    assert trainable and all(".lora_A." in n or ".lora_B." in n for n in trainable)
+    optimized = {id(p) for group in worker.optimizer.param_groups for p in group["params"]}
+    assert optimized == {id(p) for p in lora.trainable_parameters(worker.model)}
+    before = weights(worker)
+
+    batch = sample_batch(worker)
+    metrics = update(worker, batch)
+    assert metrics["actor/grad_norm"] > 0
+    after = weights(worker)
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and changed <= trainable  # the base weights did not move; the adapters did
+    assert any(".lora_A." in k for k in changed) and any(".lora_B." in k for k in changed)
+
+    # the engine samples from the updated policy: the actor recomputes the log-probs it reported
+    batch = sample_batch(worker, seed=100)
+    mask = batch["response_mask"].bool()
+    actor = worker.compute_log_prob(batch)
+    torch.testing.assert_close(actor[mask], batch["rollout_log_probs"][mask], atol=2e-4, rtol=0)
+    # the reference is the base model (adapters off), which the update moved the actor away from
+    ref = worker.compute_ref_log_prob(batch)
+    torch.testing.assert_close(ref[mask], base_log_probs(worker, batch)[mask], atol=1e-5, rtol=0)
+    assert (ref[mask] - actor[mask]).abs().max() > 1e-3
+
+
+def test_checkpoint_holds_peft_adapters_and_a_merged_model_and_resumes_exactly(worker, tiny_assets, tmp_path):
+    update(worker, sample_batch(worker, seed=200))
+    out = tmp_path / "actor"
+    worker.save_checkpoint(str(out))
+    assert (out / "lora_adapter" / "adapter_model.safetensors").is_file()
+    assert (out / "lora_adapter" / "adapter_config.json").is_file()
+
+    batch = sample_batch(worker, seed=300)
+    mask = batch["response_mask"].bool()
+    actor = worker.compute_log_prob(batch)
+    model_path = worker.config.actor_rollout_ref.model.path
+    ids = batch["input_ids"][:1]
+    # peft's loader on the base, and the merged HF export, compute the actor's policy
+    peft_model = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(model_path), out / "lora_adapter"
+    )
+    merged = AutoModelForCausalLM.from_pretrained(out / "huggingface")
+    with torch.no_grad():
+        torch.testing.assert_close(merged(ids).logits, peft_model(ids).logits, atol=1e-5, rtol=0)
+    assert not any(".lora_" in k for k in merged.state_dict())
+
+    # a new worker resumes bit for bit: weights and optimizer state, then the same next update
+    resumed = lora_worker(tiny_assets, tmp_path / "resumed")
+    try:
+        resumed.load_checkpoint(str(out))
+        for k, v in worker.full_state_dict().items():
+            assert torch.equal(resumed.full_state_dict()[k], v), k
+        torch.testing.assert_close(resumed.compute_log_prob(batch)[mask], actor[mask], atol=0, rtol=0)
+        update(worker, dict(batch))
+        update(resumed, dict(batch))
+        for k, v in worker.full_state_dict().items():
+            assert torch.equal(resumed.full_state_dict()[k], v), k
+    finally:
+        resumed.shutdown()
