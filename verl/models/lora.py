@@ -154,12 +154,18 @@ def _meta_model(model_path: str, task_type: str) -> torch.nn.Module:
 
 def target_module_problems(model_path: str, keys: LoRAKeys, task_type: str) -> list[str]:
     """Why a listed target module cannot get an adapter in the model at `model_path` (a local directory
-    with config.json): it matches no module, or only modules LoRA cannot adapt (norms, ...). peft's own
-    matching rule decides what a name matches."""
+    with config.json): it matches no module, only modules LoRA cannot adapt (norms, ...), or an
+    embedding the model ties to its output layer (merging the adapter into the one shared tensor would
+    change both). peft's own matching rule decides what a name matches."""
     if keys.target_modules == [ALL_LINEAR]:
         return []
     model = _meta_model(model_path, task_type)
     modules = dict(model.named_modules())
+    tied = (
+        {model.get_input_embeddings(), model.get_output_embeddings()}
+        if model.config.get_text_config().tie_word_embeddings
+        else set()
+    )
     problems = []
     for target in keys.target_modules:
         single = LoraConfig(r=max(keys.lora_rank, 1), target_modules=[target])
@@ -169,10 +175,15 @@ def target_module_problems(model_path: str, keys: LoRAKeys, task_type: str) -> l
             problems.append(
                 f"{target!r} is not a module of this model (its linear layers: {', '.join(linear)})"
             )
-            continue
-        try:
-            get_peft_model(_meta_model(model_path, task_type), single)
-        except ValueError:
-            kind = type(modules[matched[0]]).__name__
-            problems.append(f"{target!r} is a {kind} ({matched[0]}), which LoRA cannot adapt")
+        elif any(modules[name] in tied for name in matched):
+            problems.append(
+                f"{target!r} is one of the model's tied input/output embeddings (tie_word_embeddings): "
+                "merged, its adapter would change both"
+            )
+        else:
+            try:
+                get_peft_model(_meta_model(model_path, task_type), single)
+            except ValueError:
+                kind = type(modules[matched[0]]).__name__
+                problems.append(f"{target!r} is a {kind} ({matched[0]}), which LoRA cannot adapt")
     return problems

@@ -111,7 +111,7 @@ _LORA_RULES: list[Rule] = [
     ("target_modules", lambda v: len(v) > 0, f"must name at least one module, or be {ALL_LINEAR}"),
     ("target_modules", lambda v: ALL_LINEAR not in v or len(v) == 1,
      f"{ALL_LINEAR} already names every linear layer; list module names or {ALL_LINEAR} alone"),
-]
+]  # fmt: skip
 
 _SAMPLING_RULES: list[Rule] = [  # rollout and rollout.val_kwargs sample alike
     ("temperature", lambda v: v >= 0, "must be >= 0 (0 means greedy)"),
@@ -387,7 +387,7 @@ class CriticModelConfig:
     def problems(self, key: str) -> list[str]:
         return _broken(self, key, [
             ("path", lambda v: v != "", "must be null (the actor's model) or a path"), *_LORA_RULES
-        ])
+        ])  # fmt: skip
 
 
 @dataclass
@@ -925,6 +925,21 @@ def _cross_section_errors(c: PolicyIterationConfig) -> list[str]:
                 "offloading moves GPU memory to the CPU; with trainer.device=cpu there is nothing to offload",
             )
     check(
+        c.critic.model.lora_rank == 0 or estimator == "gae",
+        "critic.model.lora_rank",
+        f"gives the critic adapters, but only algorithm.adv_estimator=gae has a critic (it is "
+        f"{estimator!r}); set it to 0",
+    )
+    if arr.rollout.name == "sglang" and arr.model.lora_rank:
+        from verl.workers.rollout.sglang_engine import SGLANG_LORA_MODULES
+
+        unserved = [m for m in arr.model.target_modules if m not in (ALL_LINEAR, *SGLANG_LORA_MODULES)]
+        check(
+            not unserved,
+            "actor_rollout_ref.model.target_modules",
+            f"SGLang applies LoRA to {ALL_LINEAR} or to {list(SGLANG_LORA_MODULES)} only, not {unserved}",
+        )
+    check(
         tr.critic_warmup == 0 or estimator == "gae",
         "trainer.critic_warmup",
         f"warms up the critic, which only algorithm.adv_estimator=gae has (it is {estimator!r}); set it to 0",
@@ -1009,6 +1024,7 @@ def _path_errors(c: PolicyIterationConfig) -> list[str]:
     critic_problem = critic_path and c.algorithm.adv_estimator == "gae" and model_path_problem(critic_path)
     if critic_problem:
         missing("critic.model.path", critic_path, critic_problem)
+    errors += _lora_target_errors(c)
     for key in ("train_files", "val_files"):
         for i, path in enumerate(getattr(c.data, key)):
             if not Path(path).is_file():
@@ -1031,4 +1047,25 @@ def _path_errors(c: PolicyIterationConfig) -> list[str]:
     resume_path = c.trainer.resume_from_path
     if c.trainer.resume_mode == "path" and resume_path and not Path(resume_path).exists():
         missing("trainer.resume_from_path", resume_path, "no such checkpoint")
+    return errors
+
+
+def _lora_target_errors(c: PolicyIterationConfig) -> list[str]:
+    """Listed LoRA target modules the model lacks, or that LoRA cannot adapt: read from the model's
+    config.json (built on the meta device, no weights), for local model directories that pass their
+    own checks (a hub id's config is not fetched: no network before the run)."""
+    sections = [
+        ("actor_rollout_ref.model", c.actor_rollout_ref.model, c.actor_rollout_ref.model.path, "CAUSAL_LM")
+    ]
+    if c.uses_critic:
+        sections.append(("critic.model", c.critic.model, c.critic_model_path, "TOKEN_CLS"))
+    errors = []
+    for key, keys, path, task_type in sections:
+        if not keys.lora_rank or keys.target_modules == [ALL_LINEAR] or model_path_problem(path) is not None:
+            continue
+        if Path(path).is_dir():
+            from verl.models.lora import target_module_problems  # peft and torch: only when needed
+
+            problems = target_module_problems(path, keys, task_type)
+            errors += [f"{key}.target_modules={keys.target_modules!r}: {problem}" for problem in problems]
     return errors

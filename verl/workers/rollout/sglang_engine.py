@@ -40,6 +40,11 @@ from verl.workers.rollout.hf_engine import _check_request
 # What SGLang's release/resume_memory_occupation can free, by tag (sglang.srt.constants).
 MEMORY_TAGS = ("weights", "kv_cache", "cuda_graph")
 ENGINE_DTYPES = ("bfloat16", "float16", "float32")
+# the modules SGLang's LoRA layers replace (its docs' lora_target_modules; "all" names them all)
+SGLANG_LORA_MODULES = (
+    "q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "gate_proj", "up_proj", "down_proj", "gate_up_proj",
+    "embed_tokens", "lm_head",
+)  # fmt: skip
 # SGLang 0.5.23 holds per-request seeds in an int64 tensor; 31 bits fit any signed integer type.
 SEED_MODULUS = 2**31
 
