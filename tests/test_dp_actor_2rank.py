@@ -9,9 +9,12 @@ after one optimizer step within 1e-5.
             zero-weight passes to match the other's forwards (and has no rows at all in one mini-batch)
   shared    share_prompt_prefix on rows that share prompts (make_shared_batch): two forward passes of
             the sharded model per micro-batch, the prefix's gradient gathered from every row
+  lora      `rows` on a LoRA model (peft, rank 4 on every linear layer, A and B drawn at random so both
+            get a gradient): only the adapters step, sharded alike
 """
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -19,6 +22,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.test_dp_actor import actor_config, make_batch, make_shared_batch
+from verl.models import lora
 from verl.models.tiny import build_model, build_tokenizer
 from verl.trainer.ppo.batch import select_rows
 from verl.workers.actor.dp_actor import DataParallelPPOActor, row_token_counts
@@ -41,10 +45,24 @@ def new_actor(case: dict, model: torch.nn.Module) -> DataParallelPPOActor:
     )  # fmt: skip
 
 
+def lora_policy(model: torch.nn.Module) -> torch.nn.Module:
+    """`model` with rank-4 adapters whose A and B are drawn from a fixed seed (peft's B = 0 would leave
+    A without a gradient)."""
+    keys = SimpleNamespace(lora_rank=4, lora_alpha=8.0, target_modules=["all-linear"])
+    model = lora.add_adapters(model, keys, lora.CAUSAL_LM)
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in lora.trainable_parameters(model):
+            p.copy_(torch.randn(p.shape, generator=generator) * 0.1)
+    return model
+
+
 def run_case(case: dict, batch: dict, log_prob_rows: list[int], update_rows: list[int], mini_index):
     """compute_log_prob then update_policy on this process's rows; the model is FSDP2-sharded when
     torch.distributed is up."""
     model = build_model(build_tokenizer(), seed=0)
+    if case.get("lora"):
+        model = lora_policy(model)
     if dist.is_initialized():
         from verl.workers.fsdp_workers import shard_model
 
@@ -105,6 +123,11 @@ def make_cases(batch: dict, shared_batch: dict) -> dict:
             config=actor_config(loss_agg_mode="seq-mean-token-mean", **dynamic), packed=True,
             splits=([[0, 1], list(range(2, n))], [rows for rows, _ in lopsided], [i for _, i in lopsided]),
         ),
+        "lora": dict(
+            batch=batch, lora=True,
+            config=actor_config(loss_agg_mode="token-mean", ppo_micro_batch_size_per_gpu=2), packed=False,
+            splits=(halves, contiguous, [None, None]),
+        ),
         "shared": dict(
             batch=shared_batch, shared=True,
             config=actor_config(
@@ -149,3 +172,9 @@ def test_two_ranks_take_the_one_process_step(tmp_path):
                 torch.testing.assert_close(ranks[r][name]["params"][key], value, atol=1e-5, rtol=0)
         zero_weight = ranks[0][name]["metrics"]["actor/zero_weight_micro_batches"]
         assert (zero_weight > 0) == (name == "lopsided"), (name, zero_weight)
+    # LoRA: the step moved every adapter tensor and nothing else
+    initial = lora_policy(build_model(build_tokenizer(), seed=0))
+    moved = {
+        k for k, v in initial.named_parameters() if not torch.equal(ranks[0]["lora"]["params"][k], v.detach())
+    }
+    assert moved == lora.trainable_names(initial)
