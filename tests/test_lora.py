@@ -69,6 +69,25 @@ def update(worker, batch) -> dict[str, float]:
     return worker.update_actor(batch, num_mini_batches=1)
 
 
+def test_adapters_start_from_the_seed_whatever_the_global_rng():
+    """Every FSDP2 rank draws its own copy of A: the copies must agree, and a rerun must start alike."""
+    from types import SimpleNamespace
+
+    from verl.models.tiny import build_model, build_tokenizer
+
+    keys = SimpleNamespace(lora_rank=4, lora_alpha=8.0, target_modules=["all-linear"])
+
+    def adapters(global_seed: int, seed: int) -> dict[str, torch.Tensor]:
+        model = build_model(build_tokenizer(), seed=0)
+        torch.manual_seed(global_seed)
+        wrapped = lora.add_adapters(model, keys, lora.CAUSAL_LM, seed=seed)
+        return {n: p.detach() for n, p in wrapped.named_parameters() if p.requires_grad}
+
+    first, second, other = adapters(1, seed=7), adapters(2, seed=7), adapters(1, seed=8)
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    assert any(not torch.equal(first[k], other[k]) for k in first if ".lora_A." in k)
+
+
 def test_only_adapters_train_and_the_engine_and_reference_follow(worker):
     trainable = lora.trainable_names(worker.model)
     assert trainable and all(".lora_A." in n or ".lora_B." in n for n in trainable)
@@ -129,3 +148,55 @@ def test_checkpoint_holds_peft_adapters_and_a_merged_model_and_resumes_exactly(w
             assert torch.equal(resumed.full_state_dict()[k], v), k
     finally:
         resumed.shutdown()
+
+
+def adapter_bytes(checkpoint) -> dict[str, bytes]:
+    return {
+        part: (checkpoint / part / "lora_adapter" / "adapter_model.safetensors").read_bytes()
+        for part in ("actor", "critic")
+    }
+
+
+def test_lora_run_with_a_lora_critic_resumes_bit_identically(tiny_assets, ray_session, tmp_path):
+    """Actor and critic both LoRA (gae, KL loss): 2 steps, resume to 3, against 3 steps straight: the same
+    rollouts and byte-identical adapter files; the checkpoint's merged models load with from_pretrained
+    and compute what peft computes on the base; main_eval evaluates the checkpoint."""
+    from peft import PeftModel
+    from transformers import AutoModelForTokenClassification
+
+    from tests.e2e_utils import tiny_config
+    from tests.test_eval import base_overrides, run_eval
+    from verl.trainer.launch import run
+    from verl.utils.fs import read_jsonl
+
+    keys = (
+        "data.max_response_length=16", "actor_rollout_ref.model.lora_rank=4",
+        "actor_rollout_ref.actor.use_kl_loss=true", "algorithm.adv_estimator=gae", "critic.optim.lr=1e-3",
+        "critic.model.lora_rank=2", "critic.model.target_modules=[q_proj,v_proj]", "trainer.save_freq=1",
+    )  # fmt: skip
+    resumed, straight = tmp_path / "resumed", tmp_path / "straight"
+    run(tiny_config("tiny_longcot", tiny_assets, resumed, *keys, "trainer.total_training_steps=2"))
+    run(tiny_config("tiny_longcot", tiny_assets, resumed, *keys, "trainer.total_training_steps=3"))
+    run(tiny_config("tiny_longcot", tiny_assets, straight, *keys, "trainer.total_training_steps=3"))
+    metrics = read_jsonl(resumed / "metrics.jsonl")
+    assert [m["step"] for m in metrics] == [1, 2, 3]
+    assert all(m["actor/grad_norm"] > 0 and m["critic/grad_norm"] > 0 for m in metrics)
+    assert read_jsonl(resumed / "rollouts" / "step_3.jsonl") == read_jsonl(
+        straight / "rollouts" / "step_3.jsonl"
+    )
+    assert adapter_bytes(resumed / "global_step_3") == adapter_bytes(straight / "global_step_3")
+    assert adapter_bytes(resumed / "global_step_2") != adapter_bytes(resumed / "global_step_3")
+
+    critic_dir = resumed / "global_step_3" / "critic"
+    merged = AutoModelForTokenClassification.from_pretrained(critic_dir / "huggingface", num_labels=1)
+    base = AutoModelForTokenClassification.from_pretrained(tiny_assets / "model", num_labels=1)
+    peft_critic = PeftModel.from_pretrained(base, critic_dir / "lora_adapter")
+    ids = torch.tensor([[60, 61, 62, 63, 64]])
+    with torch.no_grad():
+        torch.testing.assert_close(merged(ids).logits, peft_critic(ids).logits, atol=1e-5, rtol=0)
+
+    summary = run_eval(
+        base_overrides(tiny_assets, tmp_path / "eval")[1:]
+        + [f"model_path={resumed / 'global_step_3'}", "mode=longcot", "longcot.budgets=[8]"]
+    )
+    assert summary  # the merged export is a model main_eval runs

@@ -49,13 +49,17 @@ def lora_config(keys: LoRAKeys, task_type: str) -> LoraConfig:
     )  # fmt: skip
 
 
-def add_adapters(model: PreTrainedModel, keys: LoRAKeys, task_type: str) -> PeftModel:
+def add_adapters(model: PreTrainedModel, keys: LoRAKeys, task_type: str, seed: int = 0) -> PeftModel:
     """`model` with fresh adapters (B = 0: the wrapped model computes what `model` did), base frozen.
-    With gradient checkpointing the checkpointed blocks' inputs must require grad, or the frozen
-    embeddings would cut the adapters' gradient off (transformers' documented remedy)."""
+    A is drawn from `seed`, whatever the global RNG's state: every FSDP2 rank shards its own copy, so
+    all ranks must draw the same A, and a run must start from the same A as its rerun. With gradient
+    checkpointing the checkpointed blocks' inputs must require grad, or the frozen embeddings would
+    cut the adapters' gradient off (transformers' documented remedy)."""
     if model.is_activation_checkpointing:
         model.enable_input_require_grads()
-    return get_peft_model(model, lora_config(keys, task_type))
+    with torch.random.fork_rng(devices=[]):  # peft initialises the adapters on the CPU, then moves them
+        torch.manual_seed(seed)
+        return get_peft_model(model, lora_config(keys, task_type))
 
 
 def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
@@ -136,7 +140,8 @@ def load_model(
     `src/lora_adapter`, read by peft onto a base `load(base_path)` to get the wrapped model's names;
     any other model takes every weight of `src/huggingface`."""
     if keys.lora_rank:
-        saved = PeftModel.from_pretrained(load(base_path), str(src / ADAPTER_DIR), is_trainable=True)
+        with torch.random.fork_rng(devices=[]):  # the loader's throw-away init must not move the run's RNG
+            saved = PeftModel.from_pretrained(load(base_path), str(src / ADAPTER_DIR), is_trainable=True)
         weights = {name: p.detach() for name, p in saved.named_parameters() if p.requires_grad}
     else:
         weights = load(str(src / "huggingface")).state_dict()

@@ -215,7 +215,7 @@ class ActorRolloutRefWorker:
         if ref_cfg.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable()
         if ref_cfg.model.lora_rank:
-            model = lora.add_adapters(model, ref_cfg.model, lora.CAUSAL_LM)
+            model = lora.add_adapters(model, ref_cfg.model, lora.CAUSAL_LM, seed=config.trainer.seed)
         self.model = shard_model(model, mesh, ref_cfg.actor.fsdp_config)
 
         self.optimizer, self.lr_scheduler = make_optimizer(self.model, ref_cfg.actor.optim)
@@ -267,7 +267,7 @@ class ActorRolloutRefWorker:
         if config.critic.model.enable_gradient_checkpointing:
             model.gradient_checkpointing_enable()
         if config.critic.model.lora_rank:
-            model = lora.add_adapters(model, config.critic.model, lora.TOKEN_CLS)
+            model = lora.add_adapters(model, config.critic.model, lora.TOKEN_CLS, seed=config.trainer.seed)
         model = shard_model(model, mesh, config.critic.fsdp_config)
         optimizer, lr_scheduler = make_optimizer(model, config.critic.optim)
         return DataParallelPPOCritic(model, optimizer, config.critic, config.thinking_budget, lr_scheduler)
