@@ -172,6 +172,53 @@ def test_the_critic_adds_its_own_fsdp_state_to_every_phase():
     assert "critic" not in small_estimate(critic=True, critic_param_offload=True).phases["update"]
 
 
+def test_lora_keeps_gradients_and_adam_for_the_adapters_only_and_drops_the_reference():
+    # rank 2 on every linear layer of SMALL's blocks (h 8, kv 4, I 16): q, o 2*(8+8) = 32 each, k, v
+    # 2*(8+4) = 24 each, gate, up, down 2*(8+16) = 48 each: 256 per block, 512 in the 2 blocks
+    shape = shape_from_hf_config(SMALL)
+    assert shape.adapter_params(2, ["all-linear"]) == 512
+    assert shape.adapter_params(2, ["q_proj", "lm_head"]) == 2 * 32 + 2 * (8 + 32)  # one LM head
+    assert shape.adapter_params(0, ["not_a_layer"]) == 0
+    with pytest.raises(KeyError):
+        shape.adapter_params(2, ["not_a_layer"])
+    est = small_estimate(lora_params=512, use_kl_loss=True, critic=True, critic_lora_params=512)
+    shard = 4 * (1664 + 512) / 4  # the frozen base and the adapters, float32 over 4 ranks: 2176
+    adapters = 4 * 512 / 4  # their gradients: 512
+    for phase in ("rollout", "old log-probs"):
+        assert est.phases[phase]["gradients shard"] == adapters
+        assert est.phases[phase]["Adam moments"] == 2 * adapters
+        assert "reference model" not in est.phases[phase]  # the actor with its adapters off
+        assert est.phases[phase]["critic"] == shard + 3 * adapters
+    assert est.phases["update"]["weights shard"] == shard
+    # the update's unsharded gradients of the gathered groups: one block's adapters, 2 bytes x 256
+    assert est.phases["update"]["gathered weights"] == 2 * (512 + 2 * 576) + 2 * 256
+
+
+def test_the_estimates_adapter_count_is_peft_s():
+    from types import SimpleNamespace
+
+    from verl.models import lora
+    from verl.models.tiny import DEFAULT_DIMS, build_model, build_tokenizer
+
+    tokenizer = build_tokenizer()
+    config = {**DEFAULT_DIMS, "vocab_size": len(tokenizer), "tie_word_embeddings": True}
+    for targets in (["all-linear"], ["k_proj", "down_proj"]):
+        keys = SimpleNamespace(lora_rank=4, lora_alpha=8.0, target_modules=targets)
+        wrapped = lora.add_adapters(build_model(tokenizer, seed=0), keys, lora.CAUSAL_LM)
+        peft_count = sum(p.numel() for p in lora.trainable_parameters(wrapped))
+        assert shape_from_hf_config(config).adapter_params(4, targets) == peft_count
+
+
+def test_dry_run_prints_the_lora_estimate_and_lora_fits_where_full_training_does_not():
+    overrides = ("trainer.n_gpus_per_node=1", "trainer.gpu_memory_gib=39.4")  # one A100 40GB
+    full, refused = _memory("r1d-1.5b_deepscaler_delethink_24k", *overrides)
+    assert refused and "actor_rollout_ref.model.lora_rank=0 (> 0: LoRA" in refused
+    text, refused = _memory(
+        "r1d-1.5b_deepscaler_delethink_24k", *overrides, "actor_rollout_ref.model.lora_rank=32"
+    )
+    assert refused is None and "LoRA rank 32: 36.9M parameters trained" in text
+
+
 @pytest.mark.parametrize(
     "dynamic, budget, rows, expected",
     [

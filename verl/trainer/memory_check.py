@@ -97,8 +97,9 @@ def lookup_model_shape(path: str) -> tuple[ModelShape | None, str]:
     return shape_from_hf_config(values), f"dims of {label}"
 
 
-def settings_from_config(config: PolicyIterationConfig) -> MemorySettings:
-    arr, tr, data = config.actor_rollout_ref, config.trainer, config.data
+def settings_from_config(config: PolicyIterationConfig, shape: ModelShape) -> MemorySettings:
+    """Raises KeyError for a LoRA target module the estimate has no size for."""
+    arr, tr, data, critic_model = config.actor_rollout_ref, config.trainer, config.data, config.critic.model
     actor, rollout = arr.actor, arr.rollout
     prompt, response = data.max_prompt_length, data.max_response_length  # Delethink: a row is one chunk
 
@@ -131,6 +132,8 @@ def settings_from_config(config: PolicyIterationConfig) -> MemorySettings:
         critic=config.uses_critic,
         critic_param_offload=config.critic.fsdp_config.param_offload,
         critic_optimizer_offload=config.critic.fsdp_config.optimizer_offload,
+        lora_params=shape.adapter_params(arr.model.lora_rank, arr.model.target_modules),
+        critic_lora_params=shape.adapter_params(critic_model.lora_rank, critic_model.target_modules),
     )
 
 
@@ -214,6 +217,11 @@ def _keys_for_term(term: str, phase: str, config: PolicyIterationConfig) -> list
         keys.append(f"{a}.fsdp_config.optimizer_offload=false (true: on the CPU between updates)")
     if term in ("Adam moments", "gradients shard", "weights shard"):
         keys.append(f"trainer.n_gpus_per_node={config.trainer.n_gpus_per_node} (more ranks, smaller shards)")
+    if term in ("Adam moments", "gradients shard", "reference model") and not arr.model.lora_rank:
+        keys.append(
+            "actor_rollout_ref.model.lora_rank=0 (> 0: LoRA, gradients and Adam for the adapters only, "
+            "no separate reference model)"
+        )
     if term == "reference model":
         keys.append(f"{a}.use_kl_loss=true (false: no reference model)")
     return keys
@@ -252,7 +260,13 @@ def describe_memory(config: PolicyIterationConfig) -> tuple[str, str | None]:
     shape, source = lookup_model_shape(config.actor_rollout_ref.model.path)
     if shape is None:
         return f"peak GPU memory: not estimated: {source}", None
-    settings = settings_from_config(config)
+    try:
+        settings = settings_from_config(config, shape)
+    except KeyError as unknown:
+        return f"peak GPU memory: not estimated: no size for the LoRA target module {unknown}", None
     estimate = estimate_memory(shape, settings)
     label = f"{shape.num_params / 1e9:.2f}B parameters, {source}"
+    if settings.lora_params:
+        rank = config.actor_rollout_ref.model.lora_rank
+        label += f"; LoRA rank {rank}: {settings.lora_params / 1e6:.1f}M parameters trained"
     return format_estimate(estimate, settings, label), memory_refusal(estimate, settings, config)

@@ -45,14 +45,16 @@ Terms, in bytes:
                     (written chunk by chunk), and 2K there with an entropy bonus (actor.entropy_coeff
                     != 0: softmax and its log both). Measured as peak resident memory on CPU by
                     benchmarks/logits_memory.py.
-  reference model   4Ψ in every phase with use_kl_loss (loaded unsharded, in float32).
+  reference model   4Ψ in every phase with use_kl_loss (loaded unsharded, in float32); none with LoRA
+                    (the reference is the actor with its adapters off).
   critic            with algorithm.adv_estimator=gae, the value model's own weights shard, gradients
                     and Adam moments, 16Ψ/W in every phase (8Ψ/W with critic.fsdp_config.
                     optimizer_offload, 0 with its param_offload), Ψ the actor's (the critic is the
-                    same transformer with a one-output head). Its values' forward runs after the old
-                    log-probs, its update before the actor's in the same window (the engine released);
-                    each takes less than the actor's pass of that phase (no [P, V] logits,
-                    micro-batches assumed no larger), so they add no phase of their own.
+                    same transformer with a one-output head); with LoRA (Ψ_c adapter parameters)
+                    4(Ψ + Ψ_c)/W + 12Ψ_c/W. Its values' forward runs after the old log-probs, its
+                    update before the actor's in the same window (the engine released); each takes
+                    less than the actor's pass of that phase (no [P, V] logits, micro-batches
+                    assumed no larger), so they add no phase of their own.
   engine            sglang: fG until the update releases it (rollout.free_cache_engine). SGLang
                     sizes its KV pool so that the whole GPU's use after it starts is fG, counting
                     what the trainer held then (its weights shard, which is therefore not added
@@ -65,6 +67,13 @@ Terms, in bytes:
 The KV cache the batch needs is reported next to the engine's pool, not added: S x C x 2 L kv b for
 S concurrent sequences of C tokens. The pool is about fG - bΨ/tp - the trainer's shard; when it
 holds fewer sequences than S, SGLang runs fewer at once (slower, not out of memory).
+
+LoRA (model.lora_rank = r > 0, Ψ_a adapter parameters: r(in + out) per adapted linear layer,
+`ModelShape.adapter_params`): the shard holds the frozen base and the adapters, 4(Ψ + Ψ_a)/W; gradients
+and Adam's moments exist for the adapters only, 4Ψ_a/W and 8Ψ_a/W; the update's unsharded gradients
+of the gathered groups are one block's adapters, bΨ_a/L. Activations are counted as without LoRA
+(an adapted layer's input is kept for its adapter's gradient, as it was for its weight's). The
+engine's copy is the merged model (hf) or the base plus adapters of a few MiB (SGLang): unchanged.
 
 What is not modelled: the final norm's and LM head's inputs (about 10h bytes per token), the
 gradients of activations in flight during backward, the engine's weight refresh after the update
@@ -100,6 +109,15 @@ TERMS = (  # in the order the table prints them
 )
 
 
+# in, out and whether the model has one (not one per block) of the Qwen2 layers LoRA can adapt
+LORA_LAYER_SHAPES = {
+    "q_proj": ("h", "h", False), "k_proj": ("h", "kv", False), "v_proj": ("h", "kv", False),
+    "o_proj": ("h", "h", False), "gate_proj": ("h", "I", False), "up_proj": ("h", "I", False),
+    "down_proj": ("I", "h", False), "lm_head": ("h", "V", True), "embed_tokens": ("V", "h", True),
+}  # fmt: skip
+LORA_BLOCK_LAYERS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """What the estimate needs to know of a model beyond cost_model.ModelDims."""
@@ -132,6 +150,21 @@ class ModelShape:
         """A: bytes autograd keeps per token for one block (see the module docstring)."""
         kv = self.dims.num_kv_heads * self.dims.head_dim
         return value_bytes / 2 * (20 * self.dims.hidden_size + 8 * self.intermediate_size + 4 * kv)
+
+    def adapter_params(self, rank: int, target_modules: list[str]) -> int:
+        """Ψ_a: adapter parameters of rank `rank` on the named linear layers of every block (all-linear:
+        the seven of a Qwen2 block), r(in + out) each; 0 at rank 0. A name not in LORA_LAYER_SHAPES
+        raises KeyError."""
+        if rank == 0:
+            return 0
+        names = LORA_BLOCK_LAYERS if target_modules == ["all-linear"] else target_modules
+        h, kv, i = self.dims.hidden_size, self.dims.num_kv_heads * self.dims.head_dim, self.intermediate_size
+        sizes = {"h": h, "kv": kv, "I": i, "V": self.vocab_size}
+        total = 0
+        for name in names:
+            fan_in, fan_out, per_model = LORA_LAYER_SHAPES[name]
+            total += rank * (sizes[fan_in] + sizes[fan_out]) * (1 if per_model else self.dims.num_layers)
+        return total
 
     def kv_bytes_per_token(self, value_bytes: int) -> int:
         return 2 * self.dims.num_layers * self.dims.num_kv_heads * self.dims.head_dim * value_bytes
@@ -188,6 +221,8 @@ class MemorySettings:
     critic: bool = False  # algorithm.adv_estimator=gae: a value model with its own FSDP state
     critic_param_offload: bool = False  # critic.fsdp_config.param_offload
     critic_optimizer_offload: bool = False  # critic.fsdp_config.optimizer_offload
+    lora_params: int = 0  # Ψ_a: the actor's adapter parameters (0: full fine-tuning)
+    critic_lora_params: int = 0  # Ψ_c: the critic's adapter parameters (0: full fine-tuning)
 
 
 @dataclass(frozen=True)
@@ -228,13 +263,17 @@ def log_prob_logits_bytes(mb: MicroBatch, vocab_size: int, value_bytes: int) -> 
 def estimate_memory(shape: ModelShape, s: MemorySettings) -> MemoryEstimate:
     """Per-phase terms as the module docstring defines them."""
     psi, w, b = shape.num_params, s.world_size, s.param_bytes
+    trained = s.lora_params or psi  # what has gradients and Adam moments
     on_gpu = not s.param_offload
-    weights = MASTER_BYTES * psi / w if on_gpu else 0.0
-    grads = MASTER_BYTES * psi / w if on_gpu else 0.0
-    moments = ADAM_MOMENTS * MASTER_BYTES * psi / w if on_gpu else 0.0
+    weights = MASTER_BYTES * (psi + s.lora_params) / w if on_gpu else 0.0
+    grads = MASTER_BYTES * trained / w if on_gpu else 0.0
+    moments = ADAM_MOMENTS * MASTER_BYTES * trained / w if on_gpu else 0.0
     idle_moments = 0.0 if s.optimizer_offload else moments  # outside the update
     gathered_forward = b * (shape.outside_params + 2 * shape.block_params)
-    gathered_update = gathered_forward + b * (shape.outside_params + shape.block_params)
+    gathered_grads = s.lora_params / shape.dims.num_layers if s.lora_params else (
+        shape.outside_params + shape.block_params
+    )  # fmt: skip
+    gathered_update = gathered_forward + b * gathered_grads
     a = shape.activation_bytes(b)
     layers, hidden = shape.dims.num_layers, shape.dims.hidden_size
     n_update = s.update.tokens
@@ -242,11 +281,14 @@ def estimate_memory(shape: ModelShape, s: MemorySettings) -> MemoryEstimate:
         update_acts = n_update * layers * hidden * b + n_update * a
     else:
         update_acts = n_update * layers * a
-    reference = MASTER_BYTES * psi if s.use_kl_loss else 0.0
+    reference = MASTER_BYTES * psi if s.use_kl_loss and not s.lora_params else 0.0
     critic = 0.0
     if s.critic and not s.critic_param_offload:
-        critic_moments = 0.0 if s.critic_optimizer_offload else ADAM_MOMENTS * MASTER_BYTES * psi / w
-        critic = 2 * MASTER_BYTES * psi / w + critic_moments
+        critic_trained = s.critic_lora_params or psi
+        critic_moments = (
+            0.0 if s.critic_optimizer_offload else ADAM_MOMENTS * MASTER_BYTES * critic_trained / w
+        )
+        critic = MASTER_BYTES * (psi + s.critic_lora_params + critic_trained) / w + critic_moments
     overhead = RUNTIME_OVERHEAD_GIB * GIB
 
     kv_value_bytes = b if s.engine == "sglang" else 4
