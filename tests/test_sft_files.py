@@ -1,6 +1,8 @@
 """SFT on data files (`data.source=files`): rows to examples, loss on the response only, an end-to-end
 run on a dozen real-looking jsonl rows (validation loss, checkpoints, from_pretrained, resume), bad
-input, Delethink continuation examples checked against the real loop, and micro-batching/packing."""
+input, Delethink continuation examples checked against the real loop, micro-batching/packing, and LoRA
+(model.lora_rank: only the adapters train; the output and every checkpoint hold the merged model and
+peft's adapter files; a resume ends on the same adapters)."""
 
 import asyncio
 import dataclasses
@@ -15,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from peft import PeftModel
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
@@ -311,3 +314,55 @@ def test_the_task_source_resumes_to_the_same_weights_too(files, tmp_path, keep_t
     assert all(torch.equal(first[k], second[k]) for k in first)
     metrics = [json.loads((tmp_path / out / "sft_metrics.json").read_text()) for out in ("whole", "resumed")]
     assert metrics[0]["losses"] == metrics[1]["losses"] and len(metrics[0]["losses"]) == 4
+
+
+SFT_LORA = ("model.lora_rank=4", "model.lora_alpha=8", "train.steps=4", "train.lr=1e-2")
+
+
+def test_lora_keys_are_checked(files, tmp_path):
+    out = f"output_dir={tmp_path / 'out'}"
+    with pytest.raises(ConfigError) as error:
+        sft_config(files, out, "model.lora_rank=-2", "model.target_modules=[]")
+    assert "model.lora_rank=-2: must be >= 0" in str(error.value)
+    assert "model.target_modules=[]: must name at least one module" in str(error.value)
+    with pytest.raises(ConfigError, match=r"model.target_modules=\['q_proj', 'qkv'\]: 'qkv' is not a module"):
+        sft_config(files, out, "model.lora_rank=4", "model.target_modules=[q_proj,qkv]")
+
+
+@pytest.mark.slow
+def test_lora_sft_trains_adapters_exports_merged_and_resumes_to_the_same_adapters(
+    files,
+    tmp_path,
+    keep_threads,
+):
+    run = tmp_path / "run"
+    config = sft_config(
+        files, *SFT_LORA, f"output_dir={tmp_path / 'out'}", f"trainer.default_local_dir={run}",
+        "trainer.save_freq=2",
+    )  # fmt: skip
+    main_sft.run(config)
+    out = tmp_path / "out"
+    merged = AutoModelForCausalLM.from_pretrained(out)
+    initial = AutoModelForCausalLM.from_pretrained(files / "init")
+    peft_model = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(files / "init"), out / "lora_adapter"
+    )
+    ids = torch.tensor([[60, 61, 62, 63]])
+    with torch.no_grad():
+        torch.testing.assert_close(merged(ids).logits, peft_model(ids).logits, atol=1e-5, rtol=0)
+        assert (merged(ids).logits - initial(ids).logits).abs().max() > 1e-4  # the adapters learned
+    # untargeted weights are the initial ones: only adapters trained
+    for name in ("model.norm.weight", "model.embed_tokens.weight"):
+        assert torch.equal(merged.state_dict()[name], initial.state_dict()[name])
+    assert (run / "global_step_2" / "actor" / "lora_adapter" / "adapter_model.safetensors").is_file()
+
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    shutil.copytree(run / "global_step_2", resumed / "global_step_2")
+    (resumed / "latest_checkpointed_iteration.txt").write_text("2\n")
+    trainer = dataclasses.replace(config.trainer, default_local_dir=str(resumed))
+    main_sft.run(dataclasses.replace(config, output_dir=str(tmp_path / "out2"), trainer=trainer))
+    first, second = (
+        (p / "lora_adapter" / "adapter_model.safetensors").read_bytes() for p in (out, tmp_path / "out2")
+    )
+    assert first == second

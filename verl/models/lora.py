@@ -112,39 +112,47 @@ def reference_policy(model: torch.nn.Module) -> contextlib.AbstractContextManage
 
 
 def save_model(
-    out: Path,
+    model_dir: Path,
+    adapter_dir: Path,
     model: torch.nn.Module,
     full_state: dict[str, torch.Tensor],
     keys: LoRAKeys,
     task_type: str,
     base: Callable[[], PreTrainedModel],
 ) -> None:
-    """`out/huggingface`: HF files `from_pretrained` loads, from `full_state`, the full state dict of
+    """HF files `from_pretrained` loads in `model_dir`, from `full_state`, the full state dict of
     `model` (which may be an FSDP2 shard); `base()` gives an unsharded model of its architecture to
     write them. A LoRA model is written merged (base + (alpha / r) B A, by peft's merge), and its
-    adapters go to `out/lora_adapter` in peft's format (peft picks them out of `full_state`)."""
-    if not keys.lora_rank:
-        base().save_pretrained(out / "huggingface", state_dict=full_state)
-        return
-    model.save_pretrained(str(out / ADAPTER_DIR), state_dict=full_state)
-    wrapped = add_adapters(base(), keys, task_type)
-    wrapped.load_state_dict(full_state)
-    wrapped.merge_and_unload().save_pretrained(out / "huggingface")
+    adapters in peft's format to `adapter_dir` (peft picks them out of `full_state`). The global RNG
+    is left as it was: a checkpoint must not change the run that writes it."""
+    with torch.random.fork_rng(devices=[]):
+        if not keys.lora_rank:
+            base().save_pretrained(model_dir, state_dict=full_state)
+            return
+        model.save_pretrained(str(adapter_dir), state_dict=full_state)
+        wrapped = add_adapters(base(), keys, task_type)
+        wrapped.load_state_dict(full_state)
+        wrapped.merge_and_unload().save_pretrained(model_dir)
 
 
 def load_model(
-    model: torch.nn.Module, src: Path, keys: LoRAKeys, base_path: str, load: Callable[[str], PreTrainedModel]
+    model: torch.nn.Module,
+    model_dir: Path,
+    adapter_dir: Path,
+    keys: LoRAKeys,
+    base_path: str,
+    load: Callable[[str], PreTrainedModel],
 ) -> None:
-    """The weights `save_model` wrote to `src` into `model` (any number of FSDP2 ranks: full state
-    dicts). A LoRA model keeps the base it was built on and takes its trainable tensors from
-    `src/lora_adapter`, read by peft onto a base `load(base_path)` to get the wrapped model's names;
-    any other model takes every weight of `src/huggingface`."""
+    """The weights `save_model` wrote into `model` (any number of FSDP2 ranks: full state dicts). A
+    LoRA model keeps the base it was built on and takes its trainable tensors from `adapter_dir`,
+    read by peft onto a base `load(base_path)` to get the wrapped model's names; any other model takes
+    every weight of `model_dir`."""
     if keys.lora_rank:
         with torch.random.fork_rng(devices=[]):  # the loader's throw-away init must not move the run's RNG
-            saved = PeftModel.from_pretrained(load(base_path), str(src / ADAPTER_DIR), is_trainable=True)
+            saved = PeftModel.from_pretrained(load(base_path), str(adapter_dir), is_trainable=True)
         weights = {name: p.detach() for name, p in saved.named_parameters() if p.requires_grad}
     else:
-        weights = load(str(src / "huggingface")).state_dict()
+        weights = load(str(model_dir)).state_dict()
     options = StateDictOptions(full_state_dict=True, strict=not keys.lora_rank)
     set_model_state_dict(model, weights, options=options)
 

@@ -113,6 +113,12 @@ _LORA_RULES: list[Rule] = [
      f"{ALL_LINEAR} already names every linear layer; list module names or {ALL_LINEAR} alone"),
 ]  # fmt: skip
 
+
+def lora_key_problems(section: Any, key: str) -> list[str]:
+    """The LoRA key rules for a model section outside the training config (SFT's `model`)."""
+    return _broken(section, key, _LORA_RULES)
+
+
 _SAMPLING_RULES: list[Rule] = [  # rollout and rollout.val_kwargs sample alike
     ("temperature", lambda v: v >= 0, "must be >= 0 (0 means greedy)"),
     ("top_p", lambda v: 0 < v <= 1, "must be in (0, 1]"),

@@ -40,9 +40,11 @@ from transformers.utils import logging as hf_logging
 from verl.agent_loop.delethink_params import delethink_param_problems
 from verl.data.rl_dataset import DataError
 from verl.data.synthetic import check_labels
+from verl.models import lora
+from verl.models.lora_keys import ALL_LINEAR
 from verl.models.model_dir import model_dir_problems
 from verl.trainer.cli_keys import exit_on_unknown_keys
-from verl.trainer.config_schema import ConfigError, FSDPConfig
+from verl.trainer.config_schema import ConfigError, FSDPConfig, lora_key_problems
 from verl.trainer.sft import checkpoint as sft_checkpoint
 from verl.trainer.sft import parallel
 from verl.trainer.sft.batches import Batch, Pair, backward_mean_loss, local_micro_batches, mean_loss
@@ -67,6 +69,10 @@ from verl.utils.tracking import Tracking
 @dataclass
 class ModelConfig:
     path: str
+    lora_rank: int = 0  # LoRA adapters of this rank are all SFT trains (peft); 0: full fine-tuning
+    lora_alpha: float = 16.0  # LoRA scale: the adapters' update is multiplied by lora_alpha / lora_rank
+    # modules that get adapters: names (q_proj, ...) or all-linear (every linear layer but the LM head)
+    target_modules: list[str] = field(default_factory=lambda: [ALL_LINEAR])
 
 
 @dataclass
@@ -243,6 +249,10 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
     ]
     errors = [message for ok, message in rules if not ok]
     errors += [f"task.continuation.{p}" for p in delethink_param_problems(**cont.params_fields())]
+    errors += lora_key_problems(config.model, "model")
+    if config.model.lora_rank and not model_problem and not errors:
+        problems = lora.target_module_problems(config.model.path, config.model, lora.CAUSAL_LM)
+        errors += [f"model.target_modules={config.model.target_modules!r}: {p}" for p in problems]
     errors += config.fsdp.problems("fsdp")
     if config.fsdp.optimizer_offload:
         errors.append("fsdp.optimizer_offload=True: not supported by main_sft; set it to false")
@@ -267,8 +277,9 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) 
 def make_optimizer(
     model: PreTrainedModel, cfg: TrainConfig
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """AdamW and its warm-up + cosine schedule over `cfg.steps` steps."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    """AdamW over the trainable parameters (a LoRA model's adapters) and its warm-up + cosine schedule
+    over `cfg.steps` steps."""
+    optimizer = torch.optim.AdamW(lora.trainable_parameters(model), lr=cfg.lr, weight_decay=cfg.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(step, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)
     )
@@ -380,6 +391,8 @@ def _run(config: SFTConfig, ranks: Ranks) -> dict[str, dict[str, float]]:
     for note in notes:
         log(note)
     model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32)
+    if config.model.lora_rank:
+        model = lora.add_adapters(model, config.model, lora.CAUSAL_LM, seed=config.train.seed)
     model = parallel.prepare_model(model, ranks, config.fsdp)
     optimizer, schedule = make_optimizer(model, config.train)
     train_cfg = config.train
@@ -420,7 +433,7 @@ def _run(config: SFTConfig, ranks: Ranks) -> dict[str, dict[str, float]]:
 
     losses: list[float] = []
     if resume_from is not None:
-        state = sft_checkpoint.load(resume_from, model, optimizer, schedule)
+        state = sft_checkpoint.load(resume_from, model, config.model, optimizer, schedule)
         losses = state["losses"]
         batches.load_state(state["data"])
         log(f"resumed from {resume_from} at step {state['global_step']}")
@@ -444,7 +457,9 @@ def _run(config: SFTConfig, ranks: Ranks) -> dict[str, dict[str, float]]:
     def save_checkpoint(step: int) -> None:
         nonlocal saved_step
         state = {"losses": losses, "data": batches.state()}
-        sft_checkpoint.save(run_dir, step, model, tokenizer, optimizer, schedule, state, config_yaml, ranks)
+        sft_checkpoint.save(
+            run_dir, step, model, config.model, tokenizer, optimizer, schedule, state, config_yaml, ranks
+        )
         saved_step = step
 
     def after_step(step: int, metrics: dict[str, float]) -> None:
@@ -483,7 +498,9 @@ def _run(config: SFTConfig, ranks: Ranks) -> dict[str, dict[str, float]]:
     weights = parallel.full_weights(model)
     if ranks.main:
         with atomic_dir(config.output_dir, force=config.force) as tmp:
-            sft_checkpoint.save_pretrained(tmp, model, weights, tokenizer)
+            sft_checkpoint.save_pretrained(
+                tmp, tmp / lora.ADAPTER_DIR, model, config.model, weights, tokenizer
+            )
             (tmp / "sft_config.yaml").write_text(config_yaml)
             metrics = {"losses": losses, "eval": summary, "val": last_val}
             (tmp / "sft_metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")

@@ -381,7 +381,7 @@ class ActorRolloutRefWorker:
             # holds one already
             engine_model = None if model_cfg.lora_rank else getattr(self.engine, "model", None)
             lora.save_model(
-                out, self.model, model_sd, model_cfg, lora.CAUSAL_LM,
+                out / "huggingface", out / lora.ADAPTER_DIR, self.model, model_sd, model_cfg, lora.CAUSAL_LM,
                 lambda: engine_model or load_causal_lm(model_cfg.path),
             )  # fmt: skip
             self.tokenizer.save_pretrained(out / "huggingface")
@@ -401,7 +401,9 @@ class ActorRolloutRefWorker:
         """Full state dicts, so a checkpoint loads into any number of ranks."""
         src = Path(directory)
         model_cfg = self.config.actor_rollout_ref.model
-        lora.load_model(self.model, src, model_cfg, model_cfg.path, load_causal_lm)
+        lora.load_model(
+            self.model, src / "huggingface", src / lora.ADAPTER_DIR, model_cfg, model_cfg.path, load_causal_lm
+        )
         state = torch.load(src / "state.pt", weights_only=False)
         set_optimizer_state_dict(
             self.model, self.optimizer, state["optimizer"], options=StateDictOptions(full_state_dict=True)
@@ -422,8 +424,8 @@ class ActorRolloutRefWorker:
         if self.rank == 0:
             # an unsharded model object writes the HF files
             lora.save_model(
-                out, critic.model, model_sd, self.config.critic.model, lora.TOKEN_CLS,
-                lambda: load_value_model(self.config.critic_model_path),
+                out / "huggingface", out / lora.ADAPTER_DIR, critic.model, model_sd, self.config.critic.model,
+                lora.TOKEN_CLS, lambda: load_value_model(self.config.critic_model_path),
             )  # fmt: skip
             torch.save(
                 {"optimizer": optim_sd, "lr_scheduler": critic.lr_scheduler.state_dict()}, out / "state.pt"
@@ -434,8 +436,9 @@ class ActorRolloutRefWorker:
         critic, src = self._require_critic(), Path(directory)
         full = StateDictOptions(full_state_dict=True)
         lora.load_model(
-            critic.model, src, self.config.critic.model, self.config.critic_model_path, load_value_model
-        )
+            critic.model, src / "huggingface", src / lora.ADAPTER_DIR, self.config.critic.model,
+            self.config.critic_model_path, load_value_model,
+        )  # fmt: skip
         state = torch.load(src / "state.pt", weights_only=False)
         set_optimizer_state_dict(critic.model, critic.optimizer, state["optimizer"], options=full)
         critic.lr_scheduler.load_state_dict(state["lr_scheduler"])

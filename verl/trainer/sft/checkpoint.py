@@ -1,6 +1,8 @@
 """SFT checkpoints in the RL trainer's layout (verl/utils/checkpoint.py), so the same resume rules apply.
 
-  global_step_N/actor/huggingface/  model + tokenizer (`AutoModelForCausalLM.from_pretrained` loads it)
+  global_step_N/actor/huggingface/  model + tokenizer (`AutoModelForCausalLM.from_pretrained` loads it;
+                                    with LoRA the merged model)
+  global_step_N/actor/lora_adapter/ with LoRA: the adapters in peft's format (`PeftModel.from_pretrained`)
   global_step_N/actor/state.pt      optimizer, LR scheduler, torch / numpy / python RNG
   global_step_N/trainer_state.json  step, every step's loss, and the data source's position
   global_step_N/sft_config.yaml     the run's resolved config
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -21,8 +23,10 @@ from omegaconf import OmegaConf
 from torch.distributed.fsdp import FSDPModule
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
+from verl.models import lora
+from verl.models.lora_keys import LoRAKeys
 from verl.trainer.resume import config_differences
-from verl.trainer.sft.parallel import Ranks, full_state, load_full_state
+from verl.trainer.sft.parallel import Ranks, full_state, load_optimizer_state
 from verl.utils import checkpoint
 from verl.utils.fs import atomic_write_text
 
@@ -48,12 +52,28 @@ def check_same_run(path: Path, config: dict[str, Any]) -> list[str]:
     return [f"changed on resume: {line}" for line in applied]
 
 
+class ModelKeys(LoRAKeys, Protocol):
+    """SFT's `model` section: the path it starts from and its LoRA keys."""
+
+    path: str
+
+
 def save_pretrained(
-    out: Path, model: PreTrainedModel, weights: dict[str, torch.Tensor], tokenizer: PreTrainedTokenizerBase
+    out: Path,
+    adapter_dir: Path,
+    model: PreTrainedModel,
+    model_cfg: ModelKeys,
+    weights: dict[str, torch.Tensor],
+    tokenizer: PreTrainedTokenizerBase,
 ) -> None:
-    """HF files from full `weights`; a sharded model writes through an unsharded copy of its config."""
-    writer = AutoModelForCausalLM.from_config(model.config) if isinstance(model, FSDPModule) else model
-    writer.save_pretrained(out, state_dict=weights)
+    """HF files from full `weights` (a LoRA model merged, its adapters in `adapter_dir`); a sharded or
+    wrapped model writes through an unsharded model of its config."""
+
+    def writer() -> PreTrainedModel:
+        plain = not isinstance(model, FSDPModule) and not model_cfg.lora_rank
+        return model if plain else AutoModelForCausalLM.from_config(model.config)
+
+    lora.save_model(out, adapter_dir, model, weights, model_cfg, lora.CAUSAL_LM, writer)
     tokenizer.save_pretrained(out)
 
 
@@ -61,6 +81,7 @@ def save(
     root: Path,
     step: int,
     model: PreTrainedModel,
+    model_cfg: ModelKeys,
     tokenizer: PreTrainedTokenizerBase,
     optimizer: torch.optim.Optimizer,
     schedule: torch.optim.lr_scheduler.LRScheduler,
@@ -73,7 +94,9 @@ def save(
     if not ranks.main:
         return None
     tmp = checkpoint.temp_step_dir(root, step)
-    save_pretrained(tmp / "actor" / "huggingface", model, weights, tokenizer)
+    save_pretrained(
+        tmp / "actor" / "huggingface", tmp / "actor" / lora.ADAPTER_DIR, model, model_cfg, weights, tokenizer
+    )
     rng = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
     torch.save(
         {"optimizer": optim_state, "lr_scheduler": schedule.state_dict(), "rng": rng},
@@ -87,13 +110,21 @@ def save(
 def load(
     path: Path,
     model: PreTrainedModel,
+    model_cfg: ModelKeys,
     optimizer: torch.optim.Optimizer,
     schedule: torch.optim.lr_scheduler.LRScheduler,
 ) -> dict[str, Any]:
     """Weights, optimizer, scheduler and RNG from `path` into this rank; returns trainer_state.json."""
-    weights = AutoModelForCausalLM.from_pretrained(path / "actor" / "huggingface", dtype=torch.float32)
-    state = torch.load(path / "actor" / "state.pt", weights_only=False)
-    load_full_state(model, optimizer, weights.state_dict(), state["optimizer"])
+
+    def load_model(model_path: str) -> PreTrainedModel:
+        return AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
+
+    actor = path / "actor"
+    lora.load_model(
+        model, actor / "huggingface", actor / lora.ADAPTER_DIR, model_cfg, model_cfg.path, load_model
+    )
+    state = torch.load(actor / "state.pt", weights_only=False)
+    load_optimizer_state(model, optimizer, state["optimizer"])
     schedule.load_state_dict(state["lr_scheduler"])
     torch.set_rng_state(state["rng"]["torch"])
     np.random.set_state(state["rng"]["numpy"])

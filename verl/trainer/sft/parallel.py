@@ -21,7 +21,6 @@ from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
     get_optimizer_state_dict,
-    set_model_state_dict,
     set_optimizer_state_dict,
 )
 from torch.distributed.fsdp import FSDPModule
@@ -116,13 +115,9 @@ def full_weights(model: PreTrainedModel) -> dict[str, torch.Tensor]:
     return get_model_state_dict(model, options=FULL)
 
 
-def load_full_state(
-    model: PreTrainedModel, optimizer: torch.optim.Optimizer, weights: dict, optim_state: dict
-) -> None:
-    """Full state dicts into this rank's shards (any number of ranks can load one checkpoint)."""
-    options = StateDictOptions(full_state_dict=True)
-    set_model_state_dict(model, weights, options=options)
-    set_optimizer_state_dict(model, optimizer, optim_state, options=options)
+def load_optimizer_state(model: PreTrainedModel, optimizer: torch.optim.Optimizer, optim_state: dict) -> None:
+    """A full optimizer state dict into this rank's shards (any number of ranks can load one checkpoint)."""
+    set_optimizer_state_dict(model, optimizer, optim_state, options=StateDictOptions(full_state_dict=True))
 
 
 def finish(ranks: Ranks) -> None:
