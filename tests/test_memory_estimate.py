@@ -192,6 +192,9 @@ def test_lora_keeps_gradients_and_adam_for_the_adapters_only_and_drops_the_refer
     assert est.phases["update"]["weights shard"] == shard
     # the update's unsharded gradients of the gathered groups: one block's adapters, 2 bytes x 256
     assert est.phases["update"]["gathered weights"] == 2 * (512 + 2 * 576) + 2 * 256
+    # SGLang gets only adapters after the update, so it keeps its bfloat16 base weights through it
+    assert est.phases["update"]["engine"] == 2 * 1664
+    assert "engine" not in small_estimate().phases["update"]
 
 
 def test_the_estimates_adapter_count_is_peft_s():

@@ -9,6 +9,7 @@ check what our adapter sends it and when. tests/gpu/test_sglang_gpu.py runs the 
 import asyncio
 import importlib.util
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -194,10 +195,12 @@ class FakeSGLang:
         self.server_args = server_args
         self.loop = asyncio.new_event_loop()  # sglang.Engine builds its own loop the same way
         self.requests, self.updates, self.memory_calls = [], [], []
+        self.adapter_calls, self.lora_paths = [], []
         self.shut_down = False
 
-    async def async_generate(self, input_ids, sampling_params, return_logprob):
+    async def async_generate(self, input_ids, sampling_params, return_logprob, lora_path=None):
         self.requests.append((input_ids, sampling_params, return_logprob))
+        self.lora_paths.append(lora_path)
         await asyncio.sleep(0)
         n = sampling_params["max_new_tokens"]
         return sglang_output([5] * n, [-0.5] * n, {"type": "length", "length": n})
@@ -205,6 +208,14 @@ class FakeSGLang:
     def update_weights_from_tensor(self, named_tensors, flush_cache):
         self.updates.append(([name for name, _ in named_tensors], flush_cache))
         return True, "Succeeded to update model weights."
+
+    def load_lora_adapter_from_tensors(self, lora_name, tensors, config_dict):
+        self.adapter_calls.append(("load", lora_name, sorted(tensors), config_dict))
+        return SimpleNamespace(success=True, error_message="")
+
+    def unload_lora_adapter(self, lora_name):
+        self.adapter_calls.append(("unload", lora_name))
+        return SimpleNamespace(success=True, error_message="")
 
     def release_memory_occupation(self, tags):
         self.memory_calls.append(("release", tags))
@@ -358,4 +369,84 @@ def test_release_needs_the_memory_saver(monkeypatch, tiny_assets):
     engine = SGLangRolloutEngine(str(tiny_assets / "model"), EOS, enable_memory_saver=False)
     with pytest.raises(RuntimeError, match="enable_memory_saver=True"):
         engine.release_memory()
+    engine.event_loop.close()
+
+
+# LoRA -------------------------------------------------------------------------------------------
+LORA_KEYS = SimpleNamespace(lora_rank=4, lora_alpha=8.0, target_modules=["all-linear"])
+
+
+def test_adapter_names_are_the_ones_peft_saves():
+    from peft import get_peft_model_state_dict
+
+    from verl.models import lora
+    from verl.models.tiny import build_model, build_tokenizer
+
+    model = lora.add_adapters(build_model(build_tokenizer(), seed=0), LORA_KEYS, lora.CAUSAL_LM)
+    ours = dict(sglang_engine.peft_adapter_names(lora.weights_for_engine(model, adapters_only=True)))
+    saved = get_peft_model_state_dict(model)
+    assert ours.keys() == saved.keys() and all(torch.equal(ours[k], saved[k]) for k in saved)
+    # all-linear spelled out for SGLang: the layers peft adapted
+    adapted = {name.rsplit(".", 1)[-1] for name in model.peft_config["default"].target_modules}
+    assert set(sglang_engine.lora_config_dict(LORA_KEYS)["target_modules"]) == adapted
+
+
+@pytest.fixture
+def lora_engine(monkeypatch, tiny_assets):
+    monkeypatch.setattr(sglang_engine, "_launch_sglang", FakeSGLang)
+    engine = SGLangRolloutEngine(str(tiny_assets / "model"), EOS, lora=LORA_KEYS)
+    yield engine
+    engine.event_loop.close()
+
+
+def test_lora_engine_serves_each_update_as_a_new_adapter_and_keeps_its_base_weights(lora_engine):
+    fake, loop = lora_engine._engine, lora_engine.event_loop
+    assert lora_engine.takes_adapters_only
+    assert {k: fake.server_args[k] for k in ("enable_lora", "max_lora_rank", "lora_target_modules")} == {
+        "enable_lora": True, "max_lora_rank": 4,
+        "lora_target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    }  # fmt: skip
+    one_token = SamplingParams(max_new_tokens=1)
+    loop.run_until_complete(lora_engine.generate([1], one_token))  # before any update: the base model
+    adapters = [("base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight", torch.ones(4, 8))]
+    lora_engine.release_memory()
+    lora_engine.update_weights(iter(adapters))
+    lora_engine.resume_memory()
+    loop.run_until_complete(lora_engine.generate([1], one_token))
+    lora_engine.update_weights(iter(adapters))
+    loop.run_until_complete(lora_engine.generate([1], one_token))
+    assert fake.lora_paths == [None, "policy_v1", "policy_v2"]
+    config = sglang_engine.lora_config_dict(LORA_KEYS)
+    assert fake.adapter_calls == [
+        ("load", "policy_v1", ["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"], config),
+        ("unload", "policy_v1"),
+        ("load", "policy_v2", ["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"], config),
+    ]
+    assert fake.updates == []  # no full-weight push
+    # the base weights are never sent again, so they are never released
+    assert fake.memory_calls == [
+        ("release", ["kv_cache", "cuda_graph"]),
+        ("resume", ["kv_cache", "cuda_graph"]),
+    ]
+
+
+def test_a_failed_adapter_load_is_an_error(lora_engine):
+    lora_engine._engine.load_lora_adapter_from_tensors = lambda *args: SimpleNamespace(
+        success=False, error_message="rank 4 exceeds max_lora_rank"
+    )
+    with pytest.raises(RuntimeError, match="could not load the LoRA adapter: rank 4 exceeds max_lora_rank"):
+        lora_engine.update_weights([("x.lora_A.default.weight", torch.zeros(1))])
+
+
+def test_from_config_passes_the_lora_keys(monkeypatch, tiny_assets, tmp_path):
+    from tests.e2e_utils import tiny_config
+
+    monkeypatch.setattr(sglang_engine, "_launch_sglang", FakeSGLang)
+    config = tiny_config(
+        "tiny_longcot", tiny_assets, tmp_path, "trainer.device=cuda", "actor_rollout_ref.rollout.name=sglang",
+        "actor_rollout_ref.model.lora_rank=8", "actor_rollout_ref.model.target_modules=[q_proj,v_proj]",
+    )  # fmt: skip
+    engine = SGLangRolloutEngine.from_config(config, EOS)
+    assert engine._engine.server_args["lora_target_modules"] == ["q_proj", "v_proj"]
+    assert engine._engine.server_args["max_lora_rank"] == 8
     engine.event_loop.close()

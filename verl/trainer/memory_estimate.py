@@ -73,7 +73,8 @@ LoRA (model.lora_rank = r > 0, Ψ_a adapter parameters: r(in + out) per adapted 
 and Adam's moments exist for the adapters only, 4Ψ_a/W and 8Ψ_a/W; the update's unsharded gradients
 of the gathered groups are one block's adapters, bΨ_a/L. Activations are counted as without LoRA
 (an adapted layer's input is kept for its adapter's gradient, as it was for its weight's). The
-engine's copy is the merged model (hf) or the base plus adapters of a few MiB (SGLang): unchanged.
+engine's copy is the merged model (hf) or the base plus adapters of a few MiB (SGLang); SGLang keeps
+its base weights through the update (only the adapters are sent after it): bΨ/tp in the update.
 
 What is not modelled: the final norm's and LM head's inputs (about 10h bytes per token), the
 gradients of activations in flight during backward, the engine's weight refresh after the update
@@ -86,6 +87,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from verl.models.lora_keys import ALL_LINEAR, BLOCK_LINEAR_LAYERS
 from verl.tools.cost_model import ModelDims
 
 GIB = 2**30
@@ -115,7 +117,6 @@ LORA_LAYER_SHAPES = {
     "o_proj": ("h", "h", False), "gate_proj": ("h", "I", False), "up_proj": ("h", "I", False),
     "down_proj": ("I", "h", False), "lm_head": ("h", "V", True), "embed_tokens": ("V", "h", True),
 }  # fmt: skip
-LORA_BLOCK_LAYERS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ class ModelShape:
         raises KeyError."""
         if rank == 0:
             return 0
-        names = LORA_BLOCK_LAYERS if target_modules == ["all-linear"] else target_modules
+        names = BLOCK_LINEAR_LAYERS if target_modules == [ALL_LINEAR] else target_modules
         h, kv, i = self.dims.hidden_size, self.dims.num_kv_heads * self.dims.head_dim, self.intermediate_size
         sizes = {"h": h, "kv": kv, "I": i, "V": self.vocab_size}
         total = 0
@@ -295,7 +296,9 @@ def estimate_memory(shape: ModelShape, s: MemorySettings) -> MemoryEstimate:
     kv_needed = s.concurrent_sequences * s.sequence_tokens * shape.kv_bytes_per_token(kv_value_bytes)
     if s.engine == "sglang":
         engine = idle_engine = s.gpu_memory_utilization * s.gpu_memory_gib * GIB
-        update_engine = 0.0 if s.free_cache_engine else engine
+        # LoRA: the adapters alone are pushed after the update, so the engine keeps its base weights
+        kept = b * psi / s.tensor_parallel_size if s.lora_params else 0.0
+        update_engine = kept if s.free_cache_engine else engine
         kv_pool = max(0.0, engine - b * psi / s.tensor_parallel_size - weights)
         shard_outside_engine = 0.0  # the engine's fG already counts the shard it found at start
         update_shard = weights if s.free_cache_engine else shard_outside_engine

@@ -15,6 +15,12 @@ Token ids in, token ids + log-probs + finish reason out, exactly as the HF engin
 - Seeds. SGLang reads a request's `sampling_seed` only when the engine runs with deterministic
   inference (`deterministic=True`); otherwise every request draws from one engine-wide generator
   seeded with `seed`, and a request's tokens depend on what it was batched with.
+- LoRA (`lora` keys with lora_rank > 0). SGLang serves the adapters over its own copy of the base
+  (server args `enable_lora`, `max_lora_rank`, `lora_target_modules`): after each update the engine
+  takes the adapters only, in peft's naming and with peft's config dict, through
+  `load_lora_adapter_from_tensors` under a new name (the previous one unloaded first), and every
+  request names the current adapter (`lora_path`). The base weights are then never re-sent, so
+  `release_memory` keeps them and frees the KV cache and CUDA graphs only.
 
 SGLang is imported inside the constructor: it pins a CUDA build of torch and cannot be installed on
 a CPU machine, where the pure request/response functions below still run and are tested.
@@ -33,6 +39,7 @@ from typing import Any
 import torch
 import transformers
 
+from verl.models.lora_keys import ALL_LINEAR, BLOCK_LINEAR_LAYERS, LoRAKeys
 from verl.trainer.config_schema import PolicyIterationConfig
 from verl.workers.rollout.base import FinishReason, GenerateOutput, RolloutEngine, SamplingParams
 from verl.workers.rollout.hf_engine import _check_request
@@ -40,11 +47,9 @@ from verl.workers.rollout.hf_engine import _check_request
 # What SGLang's release/resume_memory_occupation can free, by tag (sglang.srt.constants).
 MEMORY_TAGS = ("weights", "kv_cache", "cuda_graph")
 ENGINE_DTYPES = ("bfloat16", "float16", "float32")
-# the modules SGLang's LoRA layers replace (its docs' lora_target_modules; "all" names them all)
-SGLANG_LORA_MODULES = (
-    "q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "gate_proj", "up_proj", "down_proj", "gate_up_proj",
-    "embed_tokens", "lm_head",
-)  # fmt: skip
+# the LoRA targets allowed with SGLang: a Qwen2-style block's linear layers, which SGLang maps onto its
+# fused qkv_proj and gate_up_proj (embed_tokens and lm_head adapters are left out: not in every version)
+SGLANG_LORA_MODULES = BLOCK_LINEAR_LAYERS
 # SGLang 0.5.23 holds per-request seeds in an int64 tensor; 31 bits fit any signed integer type.
 SEED_MODULUS = 2**31
 
@@ -179,6 +184,39 @@ def bucket_named_tensors(
         yield bucket
 
 
+def lora_target_modules(keys: LoRAKeys) -> list[str]:
+    """The layer names SGLang adapts: peft's all-linear spelled out for a Qwen2-style block."""
+    return list(BLOCK_LINEAR_LAYERS) if keys.target_modules == [ALL_LINEAR] else list(keys.target_modules)
+
+
+def lora_server_args(keys: LoRAKeys) -> dict[str, Any]:
+    """SGLang's server arguments for serving one LoRA policy, one adapter per batch."""
+    return {
+        "enable_lora": True,
+        "max_lora_rank": keys.lora_rank,
+        "lora_target_modules": lora_target_modules(keys),
+        "max_loras_per_batch": 1,
+    }
+
+
+def lora_config_dict(keys: LoRAKeys) -> dict[str, Any]:
+    """The adapter config SGLang reads with the tensors: what peft writes to adapter_config.json."""
+    return {
+        "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": keys.lora_rank, "lora_alpha": keys.lora_alpha,
+        "target_modules": lora_target_modules(keys), "lora_dropout": 0.0, "bias": "none",
+    }  # fmt: skip
+
+
+def peft_adapter_names(
+    named_tensors: Iterable[tuple[str, torch.Tensor]], adapter_name: str = "default"
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """The wrapped model's adapter tensors under the names peft saves them with (adapter_model.safetensors,
+    what SGLang's loader expects): `...lora_A.default.weight` -> `...lora_A.weight`."""
+    infix = f".{adapter_name}."
+    for name, tensor in named_tensors:
+        yield name.replace(infix, ".", 1), tensor
+
+
 def _launch_sglang(**server_args: Any) -> Any:
     try:
         import sglang
@@ -212,6 +250,7 @@ class SGLangRolloutEngine(RolloutEngine):
         enable_memory_saver: bool = True,
         deterministic: bool = False,
         update_bucket_bytes: int = 512 * 2**20,
+        lora: LoRAKeys | None = None,
         **server_args: Any,
     ):
         problems = []
@@ -248,6 +287,14 @@ class SGLangRolloutEngine(RolloutEngine):
         self._released: set[str] = set()
         self._weights_lost = False  # released and not pushed again since
         self._in_flight = 0
+        # LoRA: the adapters alone follow each update; the base weights stay loaded
+        self.lora = lora
+        self.takes_adapters_only = lora is not None
+        self._adapter_version = 0
+        self._adapter_name: str | None = None  # None: the base model, until the first update
+        self._release_tags = MEMORY_TAGS if lora is None else tuple(t for t in MEMORY_TAGS if t != "weights")
+        if lora is not None:
+            server_args = {**lora_server_args(lora), **server_args}
         self._engine = _launch_sglang(
             model_path=model_path,
             tp_size=tensor_parallel_size,
@@ -282,10 +329,12 @@ class SGLangRolloutEngine(RolloutEngine):
             sampling_params = dataclasses.replace(sampling_params, seed=seed)
         self._in_flight += 1
         try:
+            adapter = {"lora_path": self._adapter_name} if self.lora is not None else {}
             output = await self._engine.async_generate(
                 input_ids=list(prompt_ids),
                 sampling_params=build_sampling_params(sampling_params, self.eos_token_ids),
                 return_logprob=True,
+                **adapter,
             )
         finally:
             self._in_flight -= 1
@@ -302,6 +351,9 @@ class SGLangRolloutEngine(RolloutEngine):
                 f"update_weights called while {self._in_flight} requests are mid-generation; their KV "
                 "caches would mix old and new weights"
             )
+        if self.lora is not None:
+            self._load_adapter(named_tensors)
+            return
         self._resume(["weights"])
         device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
         previous = None
@@ -314,6 +366,27 @@ class SGLangRolloutEngine(RolloutEngine):
             # with the old weights.
             self._send_bucket(previous, device, flush_cache=True)
             self._weights_lost = False
+
+    def _load_adapter(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """The new adapters under a new name (SGLang caches by name), the previous one unloaded first so that
+        one adapter slot suffices. Adapters are small (a rank-32 adapter of a 1.5B model is 37M
+        parameters): they go through host memory."""
+        tensors = {name: t.detach().cpu() for name, t in peft_adapter_names(named_tensors)}
+        if self._adapter_name is not None:
+            self._check_lora_result(self._engine.unload_lora_adapter(self._adapter_name), "unload")
+        self._adapter_version += 1
+        name = f"policy_v{self._adapter_version}"
+        result = self._engine.load_lora_adapter_from_tensors(name, tensors, lora_config_dict(self.lora))
+        self._check_lora_result(result, "load")
+        self._adapter_name = name
+
+    @staticmethod
+    def _check_lora_result(result: Any, action: str) -> None:
+        """SGLang answers a LoRA load/unload with an object carrying success and error_message."""
+        if not getattr(result, "success", True):
+            raise RuntimeError(
+                f"SGLang could not {action} the LoRA adapter: {getattr(result, 'error_message', result)}"
+            )
 
     def _send_bucket(
         self, bucket: list[tuple[str, torch.Tensor]], device: torch.device | None, flush_cache: bool
@@ -332,11 +405,11 @@ class SGLangRolloutEngine(RolloutEngine):
             raise RuntimeError("release_memory needs the engine built with enable_memory_saver=True")
         if self._in_flight:
             raise RuntimeError(f"release_memory called while {self._in_flight} requests are mid-generation")
-        to_release = [t for t in MEMORY_TAGS if t not in self._released]
+        to_release = [t for t in self._release_tags if t not in self._released]
         if to_release:
             self._engine.release_memory_occupation(tags=to_release)
             self._released.update(to_release)
-            self._weights_lost = True
+            self._weights_lost = "weights" in to_release
 
     def resume_memory(self) -> None:
         """Take back whatever is still released (after `update_weights`: the KV cache and CUDA graphs)."""
@@ -367,4 +440,5 @@ class SGLangRolloutEngine(RolloutEngine):
             seed=config.trainer.seed,
             max_num_seqs=rollout.max_num_seqs,
             enable_memory_saver=rollout.free_cache_engine,
+            lora=ref.model if ref.model.lora_rank else None,
         )
