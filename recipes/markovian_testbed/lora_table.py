@@ -3,10 +3,10 @@
     python recipes/markovian_testbed/lora_table.py --full OUT --lora OUT_LORA --budget 256 --rank 16 --lr 1e-4
 
 Per environment: held-out accuracy at B on problems of the trained sizes (main_eval's mean@N, the
-report's claim (a) numbers; the warm start's from the probe), the RL update time per step (median of
-`timing/update_s` over the run's steps), and from `OUT_LORA/lora_cost.json` (lora_cost.py) the peak
-resident memory and update time of one LongCoT RL step measured in a process of its own, and the
-trainable parameters. Writes OUT_LORA/lora_vs_full.md and prints it.
+report's claim (a) numbers; the warm start's from the probe, or --warm-start-eval), the RL update time
+per step (median of `timing/update_s` over the run's steps), and from `OUT_LORA/lora_cost.json`
+(lora_cost.py) the peak resident memory and update time of one LongCoT RL step measured in a process of
+its own, and the trainable parameters. Writes OUT_LORA/lora_vs_full.md and prints it.
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ def main() -> None:
     parser.add_argument("--budget", type=int, required=True)
     parser.add_argument("--rank", type=int, required=True)
     parser.add_argument("--lr", required=True)
+    parser.add_argument(
+        "--warm-start-eval", default="probe_sft", help="the eval/ directory of FULL with the warm start at B"
+    )
     args = parser.parse_args()
     lines = [
         f"# LoRA-RL (rank {args.rank}, alpha {2 * args.rank}, lr {args.lr}) against full RL, same warm start",
@@ -58,7 +61,7 @@ def main() -> None:
         "|---|---|---|---|---|---|",
     ]  # fmt: skip
     for mode, label in ENVIRONMENTS.items():
-        probe = accuracy(args.full, "probe_sft", mode, args.budget)
+        probe = accuracy(args.full, args.warm_start_eval, mode, args.budget)
         full = accuracy(args.full, f"{mode}_rl", mode, args.budget)
         lora = accuracy(args.lora, f"{mode}_rl", mode, args.budget)
         full_s, lora_s = update_seconds(args.full / mode), update_seconds(args.lora / mode)
