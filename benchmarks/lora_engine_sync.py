@@ -26,10 +26,10 @@ from types import SimpleNamespace
 
 import torch
 
+from verl.core.engine import SamplingParams
 from verl.models import lora
 from verl.models.lora_keys import ALL_LINEAR
 from verl.models.tiny import build_model, build_tokenizer
-from verl.workers.rollout.base import SamplingParams
 from verl.workers.rollout.hf_engine import HFRolloutEngine
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-from verl.trainer.config_schema import compose_config, load_config
+from verl.config import compose_config
+from verl.trainer.config_loader import load_config
 from verl.trainer.memory_check import lookup_model_shape, settings_from_config
 from verl.trainer.memory_estimate import GIB, estimate_memory
 

@@ -10,11 +10,11 @@ from peft import PeftModel
 from transformers import AutoModelForCausalLM
 
 from tests.e2e_utils import tiny_config
+from verl.core.batch import collate_rows, trajectory_rows
+from verl.core.engine import SamplingParams
 from verl.data.rl_dataset import PromptItem
 from verl.models import lora
-from verl.trainer.ppo.batch import collate_rows, trajectory_rows
 from verl.workers.fsdp_workers import ActorRolloutRefWorker
-from verl.workers.rollout.base import SamplingParams
 
 pytestmark = pytest.mark.slow
 

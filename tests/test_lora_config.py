@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests.e2e_utils import asset_paths, tiny_longcot_with
-from verl.trainer.config_schema import ConfigError
+from verl.config import ConfigError
 
 MODEL = "actor_rollout_ref.model"
 

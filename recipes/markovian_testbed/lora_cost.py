@@ -28,13 +28,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def child(args: argparse.Namespace) -> dict:
+    from verl.config import compose_config
+    from verl.core.batch import collate_rows, trajectory_rows
+    from verl.core.engine import SamplingParams
     from verl.data.rl_dataset import load_prompts
     from verl.models import lora
-    from verl.trainer.config_schema import compose_config, load_config
-    from verl.trainer.ppo.batch import collate_rows, trajectory_rows
+    from verl.trainer.config_loader import load_config
     from verl.utils.peak_memory import peak_rss
     from verl.workers.fsdp_workers import ActorRolloutRefWorker
-    from verl.workers.rollout.base import SamplingParams
 
     overrides = [
         f"actor_rollout_ref.model.path={args.model}", f"data.train_files=[{args.data}]",

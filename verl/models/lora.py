@@ -13,7 +13,7 @@ token-classification task keeps whole in `modules_to_save`); the base weights st
   the plain model's speed), re-merged from the actor's weights after every update; SGLang applies the
   adapters itself and receives only them.
 
-`config_schema` calls `target_module_problems` before anything loads: it builds the model from its
+`verl/config/checks.py` calls `target_module_problems` before anything loads: it builds the model from its
 config.json on the meta device (no weights) and asks peft which modules each name matches.
 """
 

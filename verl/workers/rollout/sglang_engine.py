@@ -39,17 +39,14 @@ from typing import Any
 import torch
 import transformers
 
+from verl.config import PolicyIterationConfig
+from verl.core.engine import FinishReason, GenerateOutput, RolloutEngine, SamplingParams
 from verl.models.lora_keys import ALL_LINEAR, BLOCK_LINEAR_LAYERS, LoRAKeys
-from verl.trainer.config_schema import PolicyIterationConfig
-from verl.workers.rollout.base import FinishReason, GenerateOutput, RolloutEngine, SamplingParams
 from verl.workers.rollout.hf_engine import _check_request
 
 # What SGLang's release/resume_memory_occupation can free, by tag (sglang.srt.constants).
 MEMORY_TAGS = ("weights", "kv_cache", "cuda_graph")
 ENGINE_DTYPES = ("bfloat16", "float16", "float32")
-# the LoRA targets allowed with SGLang: a Qwen2-style block's linear layers, which SGLang maps onto its
-# fused qkv_proj and gate_up_proj (embed_tokens and lm_head adapters are left out: not in every version)
-SGLANG_LORA_MODULES = BLOCK_LINEAR_LAYERS
 # SGLang 0.5.23 holds per-request seeds in an int64 tensor; 31 bits fit any signed integer type.
 SEED_MODULUS = 2**31
 
