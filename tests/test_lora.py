@@ -160,7 +160,8 @@ def adapter_bytes(checkpoint) -> dict[str, bytes]:
 def test_lora_run_with_a_lora_critic_resumes_bit_identically(tiny_assets, ray_session, tmp_path):
     """Actor and critic both LoRA (gae, KL loss): 2 steps, resume to 3, against 3 steps straight: the same
     rollouts and byte-identical adapter files; the checkpoint's merged models load with from_pretrained
-    and compute what peft computes on the base; main_eval evaluates the checkpoint."""
+    and compute what peft computes on the base; main_eval evaluates the checkpoint and the viewer draws
+    the run."""
     from peft import PeftModel
     from transformers import AutoModelForTokenClassification
 
@@ -200,3 +201,10 @@ def test_lora_run_with_a_lora_critic_resumes_bit_identically(tiny_assets, ray_se
         + [f"model_path={resumed / 'global_step_3'}", "mode=longcot", "longcot.budgets=[8]"]
     )
     assert summary  # the merged export is a model main_eval runs
+    # the viewer finds the run's tokenizer in the merged export and draws its rollouts
+    from verl.tools.viewer.__main__ import main as viewer
+    from verl.tools.viewer.tokens import find_tokenizer
+
+    assert find_tokenizer(resumed) == resumed / "global_step_3" / "actor" / "huggingface"
+    assert viewer([str(resumed), "--step", "3", "--out", str(tmp_path / "viewer.html")]) == 0
+    assert "\\u003c|user|>" in (tmp_path / "viewer.html").read_text()  # a prompt, "<" escaped in <script>
