@@ -234,3 +234,16 @@ def test_delethink_carries_token_ids_even_inside_a_multibyte_character(byte_ids,
     assert thinking[: len(byte_ids)] == byte_ids
     scored = DelethinkRewardManager(TOKENIZER)([traj], ["math"], ["1"])[0]
     assert scored.solution_str == TOKENIZER.decode(traj.response_ids, skip_special_tokens=True)
+
+
+def test_the_wandb_generations_table_keeps_the_text(tmp_path):
+    """wandb offline (real) writes the table's JSON: every cell reads back exactly."""
+    text = "".join(ODD[:16])
+    row = {"step": 1, "index": 0, "data_source": "d", "prompt": text, "answer": text, "score": 0.0,
+           "chunks": [{"chunk": 0, "response": text}]}  # fmt: skip
+    tracking = Tracking(["wandb"], tmp_path, "p", "e", "g", config={})
+    tracking.log_generations([row], step=1)
+    tracking.finish()
+    (table,) = tmp_path.glob("wandb/offline-run-*/files/media/table/val/generations_*.table.json")
+    assert json.loads(table.read_text(encoding="utf-8"))["data"] == generation_table([row])[1]
+    assert text in generation_table([row])[1][0][4]
