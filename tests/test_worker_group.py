@@ -11,7 +11,8 @@ from verl.trainer.launch import run
 from verl.trainer.ppo.batch import collate_rows, trajectory_rows
 from verl.utils.fs import read_jsonl
 from verl.workers.rollout.base import SamplingParams
-from verl.workers.worker_group import ActorRolloutWorkerGroup, contiguous_shards, update_shard_indices
+from verl.workers.sharded_group import contiguous_shards, update_shard_indices
+from verl.workers.worker_group import ActorRolloutWorkerGroup
 
 pytestmark = pytest.mark.slow
 

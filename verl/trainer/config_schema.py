@@ -56,6 +56,7 @@ TRAINER_NAMES = ("ppo", "delethink")
 LOGGERS = ("console", "jsonl", "wandb")
 RESUME_MODES = ("auto", "disable", "path")
 DEVICES = ("cpu", "cuda")
+LAUNCHERS = ("ray", "local")
 ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2")  # transformers' names
 DTYPES = ("float32", "bfloat16", "float16")
 GYM_TRAIN_ON = ("last", "all")
@@ -533,6 +534,8 @@ class TrainerConfig:
     nnodes: int = 1  # machines
     n_gpus_per_node: int = 1  # devices (workers) per machine
     device: str = "cpu"  # cpu | cuda
+    # ray: one Ray actor per rank | local: this process on one device, no Ray (one GPU, pdb, profiling)
+    launcher: str = "ray"
     # GiB of one GPU; a cuda run whose estimated peak (DRY_RUN=1 prints it) exceeds it is refused
     gpu_memory_gib: float = 80.0
     seed: int = 1  # seed of sampling and initialisation
@@ -557,6 +560,10 @@ class TrainerConfig:
             ("resume_from_path", lambda v: self.resume_mode != "path" or bool(v),
              "must be set when trainer.resume_mode='path'"),
             _one_of("device", DEVICES),
+            _one_of("launcher", LAUNCHERS),
+            ("launcher", lambda v: v != "local" or self.world_size == 1,
+             f"runs one rank in this process, but trainer.nnodes x trainer.n_gpus_per_node = "
+             f"{self.nnodes} x {self.n_gpus_per_node}; set both to 1 or use trainer.launcher=ray"),
             *_not_empty("project_name", "experiment_name", "default_local_dir"),
         ])  # fmt: skip
 
