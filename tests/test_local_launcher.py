@@ -14,6 +14,7 @@ from transformers import AutoModelForCausalLM
 
 from tests.e2e_utils import DELETHINK, asset_paths, tiny_config
 from verl.trainer.launch import run
+from verl.trainer.resume import config_differences
 from verl.utils.fs import read_jsonl
 
 REPO = Path(__file__).parents[1]
@@ -27,6 +28,7 @@ import json, sys
 from pathlib import Path
 from tests.e2e_utils import tiny_config
 from verl.trainer.launch import run
+from verl.trainer.resume import config_differences
 name, assets, run_dir, overrides = json.loads(sys.argv[1])
 run(tiny_config(name, Path(assets), Path(run_dir), *overrides))
 print("ray imported:", "ray" in sys.modules)
@@ -75,6 +77,15 @@ def test_local_run_equals_the_ray_run_and_imports_no_ray(name, tiny_assets, ray_
     assert ray_weights.keys() == local_weights.keys()
     for key in ray_weights:
         assert torch.equal(ray_weights[key], local_weights[key]), key
+
+
+def test_a_run_may_resume_under_the_other_launcher(tiny_assets, tmp_path):
+    saved = tiny_config("tiny_longcot", tiny_assets, tmp_path).to_dict()
+    current = tiny_config("tiny_longcot", tiny_assets, tmp_path, "trainer.launcher=local").to_dict()
+    refused, applied = config_differences(saved, current)
+    assert refused == [] and applied == ["trainer.launcher: 'ray' -> 'local'"]
+    changed = tiny_config("tiny_longcot", tiny_assets, tmp_path, "trainer.launcher=local", "trainer.seed=2")
+    assert config_differences(saved, changed.to_dict())[0] == ["trainer.seed: 1 -> 2"]  # others still refused
 
 
 def entry_point(assets, *overrides: str) -> subprocess.CompletedProcess:
