@@ -127,10 +127,13 @@ class EngineThread:
 
 def move_optimizer_state(optimizer: torch.optim.Optimizer, device: torch.device | str) -> None:
     """Optimizer offload: AdamW's moments live on CPU between updates and visit the GPU for a step."""
+    # A non-blocking copy to the CPU may not have landed when the CPU reads it (a checkpoint right
+    # after the update); towards the GPU, later kernels on the stream wait for it.
+    non_blocking = torch.device(device).type == "cuda"
     for state in optimizer.state.values():
         for key, value in state.items():
             if isinstance(value, torch.Tensor):
-                state[key] = value.to(device, non_blocking=True)
+                state[key] = value.to(device, non_blocking=non_blocking)
 
 
 @contextlib.contextmanager
