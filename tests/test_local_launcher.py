@@ -4,6 +4,7 @@ entry point refuses before any model is built (one line naming the keys, exit co
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,8 @@ def test_local_run_equals_the_ray_run_and_imports_no_ray(name, tiny_assets, ray_
             [name, str(tiny_assets), str(tmp_path / "local"), [*overrides, "trainer.launcher=local"]]
         )],
         cwd=REPO, capture_output=True, text=True, timeout=300,
+        # the threads Ray gives one rank (ActorRolloutWorkerGroup): CPU kernels may split sums by thread
+        env={**os.environ, "OMP_NUM_THREADS": str(os.cpu_count() or 1)},
     )  # fmt: skip
     assert local.returncode == 0, local.stderr[-3000:]
     assert "ray imported: False" in local.stdout
