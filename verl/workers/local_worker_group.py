@@ -18,11 +18,27 @@ from verl.workers.fsdp_workers import ActorRolloutRefWorker
 from verl.workers.sharded_group import ShardedWorkerGroup
 
 
+def _quiet_about_stops(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Ctrl-C and SIGTERM raise KeyboardInterrupt in whatever code runs (`launch.SignalStop`), here often
+    the engine's task, which then ends holding it; the launcher reports the stop, so that task's
+    "exception was never retrieved" would only add a traceback. Everything else is reported as usual."""
+    if isinstance(context.get("exception"), (KeyboardInterrupt, SystemExit)):
+        return
+    loop.default_exception_handler(context)
+
+
+async def _cancelled(tasks: set[asyncio.Task]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 class LocalWorkerGroup(ShardedWorkerGroup):
     def __init__(self, config: PolicyIterationConfig) -> None:
         self.world_size = 1  # load_config refuses trainer.launcher=local with more ranks
         self.dynamic_bsz = config.actor_rollout_ref.actor.use_dynamic_bsz
         self.loop = asyncio.new_event_loop()
+        self.loop.set_exception_handler(_quiet_about_stops)
         self.worker = ActorRolloutRefWorker(config, rank=0, world_size=1)
         self.worker.init_model()  # a one-rank process group on a free local port
 
@@ -37,4 +53,9 @@ class LocalWorkerGroup(ShardedWorkerGroup):
         try:
             self.worker.shutdown()
         finally:
+            # a run stopped mid-generation (Ctrl-C, SIGTERM) leaves the engine's task pending: end it
+            # here, where Ray would have ended the actor's process
+            pending = asyncio.all_tasks(self.loop)
+            if pending:
+                self.loop.run_until_complete(_cancelled(pending))
             self.loop.close()
