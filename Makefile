@@ -19,10 +19,11 @@ demo: $(STAMP)
 	PYTHON=$(abspath $(BIN))/python bash examples/quickstart.sh
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=10 tests   # the 10 slowest, so a new slow test is seen
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports   # the floors of verl/ (pyproject.toml, docs/ARCHITECTURE.md)
 
 clean:
 	rm -rf $(VENV) outputs

@@ -50,24 +50,25 @@ import torch
 import torch.distributed as dist
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from verl.agent_loop.base import Trajectory, Turn
 from verl.agent_loop.delethink import DelethinkAgentLoop
-from verl.agent_loop.delethink_params import DelethinkParams
 from verl.agent_loop.manager import run_agent_loops
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
+from verl.config import PolicyIterationConfig, compose_config
+from verl.core.batch import collate_rows, trajectory_rows
+from verl.core.delethink import DelethinkParams
+from verl.core.engine import SamplingParams
+from verl.core.trajectory import Trajectory, Turn
 from verl.data.rl_dataset import PromptItem
 from verl.data.synthetic import write_dataset
 from verl.models.tiny import save_tiny
-from verl.trainer.config_schema import PolicyIterationConfig, compose_config, load_config
+from verl.trainer.config_loader import load_config
 from verl.trainer.launch import run
 from verl.trainer.memory_check import KNOWN_MODELS, settings_from_config, shape_from_hf_config
 from verl.trainer.memory_estimate import GIB, estimate_memory
-from verl.trainer.ppo.batch import collate_rows, trajectory_rows
 from verl.utils.fs import read_jsonl
 from verl.utils.peak_memory import current_rss, peak_rss, reset_peak_rss
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.fsdp_workers import free_port, make_optimizer, shard_model
-from verl.workers.rollout.base import SamplingParams
 from verl.workers.rollout.hf_engine import HFRolloutEngine
 
 PAPER_MODEL = "deepseek-ai/deepseek-r1-distill-qwen-1.5b"  # a KNOWN_MODELS key: the dims DRY_RUN uses

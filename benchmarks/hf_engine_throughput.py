@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import torch
 import transformers
 
+from verl.core.engine import SamplingParams
 from verl.models.tiny import build_model, build_tokenizer
-from verl.workers.rollout.base import SamplingParams
 from verl.workers.rollout.hf_engine import HFRolloutEngine
 
 FULL_CASES = ["64x64+1024", "64x512+512", "8x64+1024", "8x512+512"]

@@ -124,7 +124,7 @@ def _batch(rows: int, prompt: int, response: int, vocab_size: int) -> dict:
 def _run_phase(code: str, phase: str, packed: bool, model, batch: dict) -> None:
     import torch
 
-    from verl.trainer.ppo import core_algos
+    from verl.core import core_algos
     from verl.workers.actor.dp_actor import response_logits
     from verl.workers.actor.packing import packed_response_logits
 

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import torch
 
+from verl.config import ActorConfig
+from verl.core.batch import TrainRow, collate_rows, select_rows
 from verl.data.shift_register import make_problem
 from verl.models.tiny import build_model, build_tokenizer
-from verl.trainer.config_schema import ActorConfig
-from verl.trainer.ppo.batch import TrainRow, collate_rows, select_rows
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.actor.micro_batching import length_sorted_groups
 

@@ -41,10 +41,10 @@ sys.path.insert(0, str(Path(__file__).parent))  # run as a script: microbatch_th
 
 from microbatch_throughput import testbed_rows  # noqa: E402
 
-from verl.agent_loop.delethink_params import DelethinkParams  # noqa: E402
+from verl.config import ActorConfig  # noqa: E402
+from verl.core.batch import TrainRow, collate_rows, select_rows  # noqa: E402
+from verl.core.delethink import DelethinkParams  # noqa: E402
 from verl.models.tiny import build_model, build_tokenizer  # noqa: E402
-from verl.trainer.config_schema import ActorConfig  # noqa: E402
-from verl.trainer.ppo.batch import TrainRow, collate_rows, select_rows  # noqa: E402
 from verl.workers.actor.dp_actor import DataParallelPPOActor  # noqa: E402
 from verl.workers.actor.micro_batching import length_sorted_groups  # noqa: E402
 

@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from verl.trainer.config_schema import PolicyIterationConfig, compose_config, load_config
+from verl.config import PolicyIterationConfig, compose_config
+from verl.trainer.config_loader import load_config
 
 # Delethink small enough for tests: C = 12, m = 2 + 4, later chunks C - m = 6, I = 3 -> budget 12 + 2 * 6 = 24
 DELETHINK = (

@@ -6,11 +6,11 @@ import pytest
 
 from verl.agent_loop import AGENT_LOOPS
 from verl.agent_loop.delethink import DelethinkAgentLoop, chunk_seed
-from verl.agent_loop.delethink_params import DelethinkParams
 from verl.agent_loop.manager import run_agent_loops
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
+from verl.core.delethink import DelethinkParams
+from verl.core.engine import GenerateOutput, RolloutEngine, SamplingParams
 from verl.data.rl_dataset import PromptItem
-from verl.workers.rollout.base import GenerateOutput, RolloutEngine, SamplingParams
 
 EOS = 999
 

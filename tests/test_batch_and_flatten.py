@@ -3,15 +3,15 @@
 import pytest
 import torch
 
-from verl.agent_loop.base import Trajectory, Turn
-from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.batch import (
+from verl.core import core_algos
+from verl.core.batch import (
     collate_rows,
     flat_batch_correction_ratio,
     pad_rows_to_multiple,
     trajectory_rows,
     trim_padding_columns,
 )
+from verl.core.trajectory import Trajectory, Turn
 
 PAD = 0
 

@@ -14,8 +14,7 @@ import pytest
 from omegaconf import OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
-from verl.trainer.base_yaml import BASE_YAML, base_yaml, field_help
-from verl.trainer.config_schema import (
+from verl.config import (
     CONFIG_DIR,
     ENVIRONMENT_DIR,
     ENVIRONMENT_KEYS,
@@ -28,9 +27,10 @@ from verl.trainer.config_schema import (
     RewardModelConfig,
     TrainerConfig,
     compose_config,
-    environment_names,
-    load_config,
 )
+from verl.config.rules import environment_names
+from verl.trainer.base_yaml import BASE_YAML, base_yaml, field_help
+from verl.trainer.config_loader import load_config
 from verl.utils.config_resolvers import eval_arithmetic, register_resolvers
 
 REQUIRED = [  # the ??? keys of policy_iteration.yaml

@@ -10,7 +10,8 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from verl.trainer.config_schema import ConfigError, compose_config, config_warnings, load_config
+from verl.config import ConfigError, compose_config
+from verl.trainer.config_loader import config_warnings, load_config
 
 ACTOR = "actor_rollout_ref.actor"
 ROLLOUT = "actor_rollout_ref.rollout"

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.core_algos import (
+from verl.core import core_algos
+from verl.core.core_algos import (
     LOSS_AGG_MODES,
     agg_loss,
     compute_grpo_outcome_advantage,

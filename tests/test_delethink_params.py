@@ -7,11 +7,12 @@ import pytest
 from hydra import compose, initialize_config_dir
 from transformers import AutoTokenizer
 
-from verl.agent_loop.delethink_params import DelethinkParams, DelethinkParamsError, delethink_param_problems
+from verl.config import CONFIG_DIR, DelethinkConfig, compose_config
+from verl.core.delethink import DelethinkParams, DelethinkParamsError, delethink_param_problems
 from verl.envs import make_context_manager
 from verl.eval.config import load_eval_config
 from verl.trainer import main_sft
-from verl.trainer.config_schema import CONFIG_DIR, DelethinkConfig, compose_config, load_config
+from verl.trainer.config_loader import load_config
 from verl.trainer.sft.continuation import delethink_cuts
 
 TINY = {"chunk_size": 32, "keep_head": 4, "keep_tail": 12, "max_chunks": 7}  # tiny_delethink's values

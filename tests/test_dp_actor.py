@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from tests.test_core_algos import reference_log_probs_and_entropy
-from verl.agent_loop.base import Trajectory, Turn
+from verl.config import ActorConfig
+from verl.core import core_algos
+from verl.core.batch import collate_rows, trajectory_rows
+from verl.core.trajectory import Trajectory, Turn
 from verl.models.tiny import build_model, build_tokenizer
-from verl.trainer.config_schema import ActorConfig
-from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.batch import collate_rows, trajectory_rows
 from verl.workers.actor.dp_actor import DataParallelPPOActor, row_token_counts
 
 ADVANTAGES = [1.0, -0.5, 0.25, 2.0, -1.0, 0.5, -2.0, 0.75]

@@ -19,8 +19,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from tests.test_dp_actor import actor_config, make_batch, make_shared_batch
+from verl.core.batch import select_rows
 from verl.models.tiny import build_model, build_tokenizer
-from verl.trainer.ppo.batch import select_rows
 from verl.workers.actor.dp_actor import DataParallelPPOActor, row_token_counts
 from verl.workers.actor.micro_batching import balanced_update_shards
 

@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from tests.e2e_utils import tiny_config
-from verl.trainer.config_schema import ConfigError, compose_config, load_config
+from verl.config import ConfigError, compose_config
+from verl.core import core_algos
+from verl.trainer.config_loader import load_config
 from verl.trainer.launch import run
-from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.dynamic_sampling import finished_trajectories, group_members, informative_groups
 from verl.utils.fs import read_jsonl
 

@@ -14,12 +14,12 @@ import pytest
 import ray
 
 from tests.e2e_utils import tiny_config
+from verl.core.engine import SamplingParams
 from verl.env_manager.engine import HFEngineServer, RemoteEngine
 from verl.env_manager.global_dataset import GlobalDataset
 from verl.env_manager.rollout import EnvManagerConfig, EnvManagerRollout, spread
 from verl.env_manager.rollout_worker import EnvManager, member_seed
 from verl.env_manager.scheduler import EpisodeScheduler
-from verl.workers.rollout.base import SamplingParams
 
 PLUGIN = textwrap.dedent(
     """

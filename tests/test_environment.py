@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from verl.trainer.config_schema import ConfigError, compose_config, config_warnings, load_config
+from verl.config import ConfigError, compose_config
+from verl.trainer.config_loader import config_warnings, load_config
 
 REPO = Path(__file__).resolve().parents[1]
 LOOP = "actor_rollout_ref.rollout.agent.default_agent_loop"

@@ -11,9 +11,12 @@ import pytest
 from transformers import AutoTokenizer
 
 from tests.e2e_utils import tiny_config
-from verl.agent_loop.base import Trajectory, Turn
 from verl.agent_loop.gym import GymAgentLoop, continuation_ids, run_episode
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
+from verl.config import ConfigError
+from verl.core.batch import collate_rows, trajectory_rows
+from verl.core.engine import GenerateOutput, RolloutEngine, SamplingParams
+from verl.core.trajectory import Trajectory, Turn
 from verl.data.rl_dataset import PromptItem, encode_prompt, load_prompts
 from verl.envs import (
     CONTEXT_MANAGERS,
@@ -28,10 +31,7 @@ from verl.envs.base import close_open_envs, open_env_count
 from verl.envs.calculator import calculator_reply
 from verl.envs.plugins import import_plugins
 from verl.envs.report import CompletionsLog, env_metrics
-from verl.trainer.config_schema import ConfigError
-from verl.trainer.ppo.batch import collate_rows, trajectory_rows
 from verl.workers.reward_manager import NaiveRewardManager
-from verl.workers.rollout.base import GenerateOutput, RolloutEngine, SamplingParams
 
 PLUGIN = Path(__file__).parent / "assets" / "gym_plugin.py"
 EOS = 256  # the tiny tokenizer's <|end|>

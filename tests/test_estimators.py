@@ -11,10 +11,11 @@ import torch
 from torch.testing import assert_close
 
 from tests.e2e_utils import DELETHINK, tiny_config, tiny_longcot_with
-from verl.agent_loop.base import Trajectory, Turn
-from verl.trainer.config_schema import ConfigError, config_warnings
-from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.batch import TokenLayout, collate_rows, pad_rows_to_multiple, trajectory_rows
+from verl.config import ConfigError
+from verl.core import core_algos
+from verl.core.batch import TokenLayout, collate_rows, pad_rows_to_multiple, trajectory_rows
+from verl.core.trajectory import Trajectory, Turn
+from verl.trainer.config_loader import config_warnings
 
 # ---------------------------------------------------------------------------------------------
 # token rewards and returns

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from verl.config import CONFIG_DIR, ConfigError
 from verl.eval.config import load_eval_config, resolve_model_dir
 from verl.eval.summary import summarise_run
-from verl.trainer.config_schema import CONFIG_DIR, ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_KEYS = {

@@ -10,7 +10,8 @@ import pytest
 
 from tests.e2e_utils import tiny_config
 from tests.test_tracking_and_checkpoint import commit
-from verl.trainer.config_schema import compose_config, load_config
+from verl.config import compose_config
+from verl.trainer.config_loader import load_config
 from verl.trainer.launch import run
 from verl.trainer.resume import config_differences
 from verl.utils import checkpoint
@@ -82,7 +83,8 @@ def test_config_differences_split_into_refused_and_applied():
 KILL_AFTER_COMMIT = textwrap.dedent("""
     import os, sys
     from verl.utils import checkpoint
-    from verl.trainer.config_schema import compose_config, load_config
+    from verl.config import compose_config
+    from verl.trainer.config_loader import load_config
     from verl.trainer.launch import run
     commit = checkpoint.commit_step_dir
     def commit_then_die(root, step, tmp):

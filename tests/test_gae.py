@@ -10,10 +10,10 @@ import torch
 from torch.testing import assert_close
 
 from tests.e2e_utils import DELETHINK, tiny_config, tiny_longcot_with
-from verl.agent_loop.base import Trajectory, Turn
-from verl.trainer.config_schema import ConfigError
-from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.batch import TokenLayout, collate_rows, pad_rows_to_multiple, trajectory_rows
+from verl.config import ConfigError
+from verl.core import core_algos
+from verl.core.batch import TokenLayout, collate_rows, pad_rows_to_multiple, trajectory_rows
+from verl.core.trajectory import Trajectory, Turn
 
 GAMMA, LAM = 0.9, 0.8  # gamma * lam = 0.72
 
@@ -187,7 +187,7 @@ def critic_batch() -> dict[str, torch.Tensor]:
 def make_critic(model, **overrides):
     import copy
 
-    from verl.trainer.config_schema import CriticConfig
+    from verl.config import CriticConfig
     from verl.workers.critic.dp_critic import DataParallelPPOCritic
 
     model = copy.deepcopy(model)

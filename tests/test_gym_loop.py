@@ -10,14 +10,14 @@ from transformers import AutoTokenizer
 from tests.e2e_utils import tiny_config
 from verl.agent_loop.gym import run_episode
 from verl.agent_loop.manager import build_agent_loop, run_agent_loops
+from verl.core import core_algos
+from verl.core.batch import collate_rows, trajectory_rows
+from verl.core.engine import SamplingParams
 from verl.data.rl_dataset import PromptItem, encode_prompt
 from verl.envs import EnvRequest, make_env
 from verl.envs.plugins import import_plugins
-from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.batch import collate_rows, trajectory_rows
 from verl.workers.actor.dp_actor import response_logits
 from verl.workers.fsdp_workers import eos_token_ids, load_causal_lm
-from verl.workers.rollout.base import SamplingParams
 from verl.workers.rollout.hf_engine import HFRolloutEngine
 
 PLUGIN = Path(__file__).parent / "assets" / "gym_plugin.py"

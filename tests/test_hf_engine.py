@@ -7,7 +7,7 @@ import pytest
 import torch
 import transformers
 
-from verl.workers.rollout.base import SamplingParams
+from verl.core.engine import SamplingParams
 from verl.workers.rollout.hf_engine import HFRolloutEngine, prefill_inputs
 from verl.workers.rollout.kv_cache import SlotKVCache
 from verl.workers.rollout.prefix_store import PrefixStore
@@ -511,8 +511,8 @@ def test_identical_prompts_prefill_once_and_sample_as_if_apart():
 
 def test_delethink_chunks_reuse_the_question_and_head_and_sample_the_same_tokens():
     from verl.agent_loop.delethink import DelethinkAgentLoop
-    from verl.agent_loop.delethink_params import DelethinkParams
     from verl.agent_loop.manager import run_agent_loops
+    from verl.core.delethink import DelethinkParams
     from verl.data.rl_dataset import PromptItem
 
     model = make_model()

@@ -20,18 +20,12 @@ from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
 from tests.e2e_utils import tiny_config
+from verl.config import ConfigError, PolicyIterationConfig, TaskConfig, TrainerConfig, compose_config
 from verl.data.tasks import load_split, load_task
 from verl.eval.config import EvalConfig, load_eval_config
 from verl.trainer import launch
 from verl.trainer.cli_keys import unknown_key_errors
-from verl.trainer.config_schema import (
-    ConfigError,
-    PolicyIterationConfig,
-    TaskConfig,
-    TrainerConfig,
-    compose_config,
-    load_config,
-)
+from verl.trainer.config_loader import load_config
 from verl.trainer.main_sft import SFTConfig, load_sft_config
 from verl.utils import checkpoint
 from verl.utils.cleanup import closed_after
@@ -397,7 +391,8 @@ def test_a_dead_worker_is_the_error_reported_not_the_shutdown_after_it(
 
 RUN_TINY_LONGCOT = """
 import sys
-from verl.trainer.config_schema import compose_config, load_config
+from verl.config import compose_config
+from verl.trainer.config_loader import load_config
 from verl.trainer.launch import run
 run(load_config(compose_config("tiny_longcot", sys.argv[1:])))
 """

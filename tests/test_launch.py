@@ -5,7 +5,8 @@ import importlib.util
 import pytest
 import torch
 
-from verl.trainer.config_schema import compose_config, load_config
+from verl.config import compose_config
+from verl.trainer.config_loader import load_config
 from verl.trainer.launch import unsupported_reason
 
 REQUIRED = [

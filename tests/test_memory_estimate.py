@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from verl.config import compose_config
+from verl.core import core_algos
 from verl.tools.cost_model import PRESETS
 from verl.trainer import memory_estimate
-from verl.trainer.config_schema import compose_config, load_config
+from verl.trainer.config_loader import load_config
 from verl.trainer.memory_check import describe_memory, lookup_model_shape, shape_from_hf_config
 from verl.trainer.memory_estimate import (
     GIB,
@@ -22,7 +24,6 @@ from verl.trainer.memory_estimate import (
     log_prob_logits_bytes,
     update_logits_bytes,
 )
-from verl.trainer.ppo import core_algos
 
 OVERHEAD = RUNTIME_OVERHEAD_GIB * GIB
 # A made-up model small enough to count by hand: 2 blocks, h = 8 (2 heads of 4), 1 KV head (kv = 4),

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from verl.trainer.ppo.metric_utils import majority_vote_score, pass_at_k, problem_metrics
+from verl.core.metric_utils import majority_vote_score, pass_at_k, problem_metrics
 
 
 def test_pass_at_k_matches_the_combinatorial_formula():

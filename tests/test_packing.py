@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from tests.test_dp_actor import actor_config, make_batch, update
+from verl.core import core_algos
+from verl.core.batch import select_rows
 from verl.models.tiny import build_model, build_tokenizer
-from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.batch import select_rows
 from verl.workers.actor.dp_actor import DataParallelPPOActor, response_logits
 from verl.workers.actor.packing import packed_response_logits
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from verl.config import ConfigError, compose_config
 from verl.data.tasks import normalise_answer, read_task_rows
-from verl.trainer.config_schema import ConfigError, compose_config, load_config
+from verl.trainer.config_loader import load_config
 from verl.utils.reward_score import math_verify
 from verl.utils.reward_score.math_verify import compute_score, compute_scores
 from verl.utils.reward_score.process_pool import default_size

@@ -1,6 +1,6 @@
 import pytest
 
-from verl.agent_loop.base import Trajectory, Turn
+from verl.core.trajectory import Trajectory, Turn
 from verl.models.tiny import build_tokenizer
 from verl.workers.reward_manager import (
     REWARD_MANAGERS,

@@ -17,17 +17,17 @@ from hydra import compose, initialize_config_dir
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from verl.agent_loop.delethink import DelethinkAgentLoop
-from verl.agent_loop.delethink_params import DelethinkParams
+from verl.config import ConfigError
+from verl.core.delethink import DelethinkParams
+from verl.core.engine import GenerateOutput, RolloutEngine, SamplingParams
 from verl.data import shift_register
 from verl.data.rl_dataset import PromptItem, encode_prompt
 from verl.data.synthetic import solve
 from verl.models.tiny import build_model, build_tokenizer, save_tiny
 from verl.trainer import main_sft
-from verl.trainer.config_schema import ConfigError
 from verl.trainer.sft import batches
 from verl.trainer.sft import task as sft_task
 from verl.trainer.sft.continuation import continuation_example, delethink_cuts
-from verl.workers.rollout.base import GenerateOutput, RolloutEngine, SamplingParams
 
 CONFIG_DIR = Path(main_sft.__file__).parent / "config"
 

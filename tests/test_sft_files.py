@@ -20,10 +20,11 @@ from transformers import AutoModelForCausalLM
 
 from tests.test_sft import ReplayEngine
 from verl.agent_loop.delethink import DelethinkAgentLoop
+from verl.config import ConfigError
+from verl.core.engine import SamplingParams
 from verl.data.rl_dataset import DataError, PromptItem, encode_prompt
 from verl.models.tiny import build_model, build_tokenizer, save_tiny
 from verl.trainer import main_sft
-from verl.trainer.config_schema import ConfigError
 from verl.trainer.sft import batches
 from verl.trainer.sft.continuation import DelethinkExamplesConfig, delethink_cuts
 from verl.trainer.sft.demo_rows import math_row, write_rows
@@ -31,7 +32,6 @@ from verl.trainer.sft.files import DataConfig, Example, load_examples, training_
 from verl.trainer.sft.parallel import SINGLE
 from verl.utils.checkpoint import ResumeError
 from verl.utils.fs import read_jsonl
-from verl.workers.rollout.base import SamplingParams
 
 CONFIG_DIR = Path(main_sft.__file__).parent / "config"
 CONTINUATION = [

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
+from verl.core.engine import SamplingParams
 from verl.workers.rollout import sglang_engine
-from verl.workers.rollout.base import SamplingParams
 from verl.workers.rollout.sglang_engine import (
     SGLangGenerationError,
     SGLangRolloutEngine,

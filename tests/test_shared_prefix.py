@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from tests.test_dp_actor import actor_config, make_batch, make_shared_batch, update
+from verl.core import core_algos
 from verl.models.tiny import build_model, build_tokenizer
-from verl.trainer.ppo import core_algos
 from verl.workers.actor.dp_actor import DataParallelPPOActor, response_logits
 from verl.workers.actor.micro_batching import consecutive_groups, prompt_sorted_groups
 from verl.workers.actor.shared_prefix import (

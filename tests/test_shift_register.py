@@ -6,9 +6,9 @@ import random
 import pytest
 
 from verl.data import shift_register as sr
-from verl.data.synthetic import compute_score
 from verl.models.tiny import build_tokenizer
 from verl.utils.reward_score import default_compute_score
+from verl.utils.reward_score.synthetic import compute_score
 
 
 def test_a_hand_worked_trace():

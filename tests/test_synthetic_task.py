@@ -7,6 +7,7 @@ import pytest
 
 from verl.data import synthetic
 from verl.models.tiny import build_tokenizer
+from verl.utils.reward_score.synthetic import compute_score as synthetic_score
 
 
 def test_trace_of_hand_made_examples():
@@ -50,8 +51,8 @@ def test_labels_cycle_through_the_alphabet():
     assert p.response == "a3=3 b5=8 c2=0 a7=7 b1=8</think>\\boxed{8}"
     assert p.num_terms == 5
     # scoring reads only the answer after the thinking, so repeated labels change nothing there
-    assert synthetic.compute_score(p.response, p.answer) == 1.0
-    assert synthetic.compute_score("a3=3 b5=8 c2=0 a7=7 b1=8</think>\\boxed{7}", p.answer) == 0.0
+    assert synthetic_score(p.response, p.answer) == 1.0
+    assert synthetic_score("a3=3 b5=8 c2=0 a7=7 b1=8</think>\\boxed{7}", p.answer) == 0.0
 
     # the default alphabet: the 27th term is labelled `a` again, the 28th `b`
     p = synthetic.solve([1] * 28)
@@ -99,7 +100,7 @@ def test_solve_rejects_non_digits():
     ],
 )
 def test_compute_score(solution, ground_truth, score):
-    assert synthetic.compute_score(solution, ground_truth) == score
+    assert synthetic_score(solution, ground_truth) == score
 
 
 def read_jsonl(path):

@@ -13,9 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from verl.config import ConfigError, TaskConfig, compose_config
 from verl.data.tasks import BadRow, load_split, load_task, normalise_answer, read_task_rows
 from verl.models.tiny import build_tokenizer
-from verl.trainer.config_schema import ConfigError, TaskConfig, compose_config, load_config
+from verl.trainer.config_loader import load_config
 
 MATH_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "math"
 NO_LIMIT = 100_000  # tokens: the byte-level tiny tokenizer makes long prompts (5167 tokens at most here)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from verl.agent_loop.trimmers import (
+from verl.core.trimmers import (
     TRIMMERS,
     get_trimmer,
     progressive_trim,

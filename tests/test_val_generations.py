@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from verl.trainer.config_schema import ConfigError, compose_config, load_config
+from verl.config import ConfigError, compose_config
+from verl.trainer.config_loader import load_config
 from verl.utils.fs import read_jsonl
 from verl.utils.tracking import Tracking, generation_table
 

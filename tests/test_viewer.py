@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from tests.chromium_cdp import Chromium, chromium_binary
-from verl.agent_loop.base import Trajectory, Turn
-from verl.agent_loop.delethink_params import DelethinkParams
+from verl.core.delethink import DelethinkParams
+from verl.core.trajectory import Trajectory, Turn
 from verl.data.rl_dataset import PromptItem
 from verl.eval.evaluate import EvalRun, sample_records
 from verl.models.tiny import build_tokenizer

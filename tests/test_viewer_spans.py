@@ -3,7 +3,7 @@ cuts inside multi-byte characters, the `</think>` and answer marks, and the tiny
 
 import pytest
 
-from verl.agent_loop.trimmers import progressive_trim
+from verl.core.trimmers import progressive_trim
 from verl.models.tiny import build_tokenizer
 from verl.tools.viewer.spans import (
     CarryOver,

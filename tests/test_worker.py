@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from tests.e2e_utils import DELETHINK, tiny_config
+from verl.core.batch import collate_rows, trajectory_rows
+from verl.core.engine import SamplingParams
 from verl.data.rl_dataset import PromptItem
-from verl.trainer.ppo.batch import collate_rows, trajectory_rows
 from verl.workers.fsdp_workers import ActorRolloutRefWorker
-from verl.workers.rollout.base import SamplingParams
 
 pytestmark = pytest.mark.slow
 

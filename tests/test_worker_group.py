@@ -6,11 +6,11 @@ import torch
 from transformers import AutoTokenizer
 
 from tests.e2e_utils import DELETHINK, tiny_config
+from verl.core.batch import collate_rows, trajectory_rows
+from verl.core.engine import SamplingParams
 from verl.data.rl_dataset import PromptItem
 from verl.trainer.launch import run
-from verl.trainer.ppo.batch import collate_rows, trajectory_rows
 from verl.utils.fs import read_jsonl
-from verl.workers.rollout.base import SamplingParams
 from verl.workers.sharded_group import contiguous_shards, update_shard_indices
 from verl.workers.worker_group import ActorRolloutWorkerGroup
 

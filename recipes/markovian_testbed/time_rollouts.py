@@ -118,12 +118,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from tqdm import tqdm
 
     from verl.agent_loop.delethink import DelethinkAgentLoop
-    from verl.agent_loop.delethink_params import DelethinkParams
     from verl.agent_loop.single_turn import SingleTurnAgentLoop
+    from verl.core.delethink import DelethinkParams
+    from verl.core.engine import SamplingParams
     from verl.data.rl_dataset import load_prompts
     from verl.utils.fs import atomic_write_text
     from verl.utils.seeding import derive_seed
-    from verl.workers.rollout.base import SamplingParams
 
     budgets = [int(b) for b in args.budgets.split(",")]
     carry = args.keep_head + args.keep_tail

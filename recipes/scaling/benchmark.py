@@ -30,18 +30,19 @@ from pathlib import Path
 
 import torch
 
-from verl.agent_loop.base import AgentLoop, Trajectory
+from verl.agent_loop.base import AgentLoop
 from verl.agent_loop.delethink import DelethinkAgentLoop
-from verl.agent_loop.delethink_params import DelethinkParams
 from verl.agent_loop.manager import run_agent_loops
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
+from verl.config import ActorConfig
+from verl.core.batch import collate_rows, flat_batch_correction_ratio, trajectory_rows
+from verl.core.delethink import DelethinkParams
+from verl.core.engine import SamplingParams
+from verl.core.trajectory import Trajectory
 from verl.data.rl_dataset import PromptItem
 from verl.models.tiny import build_model, build_tokenizer
-from verl.trainer.config_schema import ActorConfig
-from verl.trainer.ppo.batch import collate_rows, flat_batch_correction_ratio, trajectory_rows
 from verl.utils.peak_memory import peak_rss, reset_peak_rss
 from verl.workers.actor.dp_actor import DataParallelPPOActor
-from verl.workers.rollout.base import SamplingParams
 from verl.workers.rollout.hf_engine import HFRolloutEngine
 
 QUESTION = "What is 17 + 25? Think step by step."

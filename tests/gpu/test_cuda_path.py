@@ -11,9 +11,9 @@ import torch
 
 from tests.e2e_utils import DELETHINK, tiny_config
 from tests.test_hf_engine import PAD, full_forward_log_probs, make_model, make_prompt, run
+from verl.core.engine import SamplingParams
 from verl.trainer.launch import run as run_training
 from verl.utils.fs import read_jsonl
-from verl.workers.rollout.base import SamplingParams
 from verl.workers.rollout.hf_engine import HFRolloutEngine
 
 pytestmark = [

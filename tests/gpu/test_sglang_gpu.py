@@ -12,7 +12,7 @@ import os
 import pytest
 import torch
 
-from verl.workers.rollout.base import SamplingParams
+from verl.core.engine import SamplingParams
 
 pytestmark = pytest.mark.gpu
 

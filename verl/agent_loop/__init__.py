@@ -1,10 +1,11 @@
 """Agent loops: how a trajectory is generated. AGENT_LOOPS names every built-in loop
 (`actor_rollout_ref.rollout.agent.default_agent_loop`); a plugin adds its own with `register_agent_loop`."""
 
-from verl.agent_loop.base import AgentLoop, Trajectory, Turn
+from verl.agent_loop.base import AgentLoop
 from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.agent_loop.gym import GymAgentLoop
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
+from verl.config import PolicyIterationConfig
 from verl.utils.registry import registrar
 
 AGENT_LOOPS: dict[str, type[AgentLoop]] = {
@@ -15,4 +16,10 @@ AGENT_LOOPS: dict[str, type[AgentLoop]] = {
 
 register_agent_loop = registrar(AGENT_LOOPS, "agent loop")
 
-__all__ = ["AGENT_LOOPS", "AgentLoop", "Trajectory", "Turn", "register_agent_loop"]
+
+def agent_loop_class(config: PolicyIterationConfig) -> type[AgentLoop]:
+    """The loop `rollout.agent.default_agent_loop` names; its class methods are how it plugs in."""
+    return AGENT_LOOPS[config.actor_rollout_ref.rollout.agent.default_agent_loop]
+
+
+__all__ = ["AGENT_LOOPS", "AgentLoop", "agent_loop_class", "register_agent_loop"]

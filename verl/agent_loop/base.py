@@ -1,8 +1,5 @@
-"""What an agent loop produces and what every loop implements.
-
-A trajectory is a list of turns. LongCoT has one turn; Delethink has one turn per chunk. Each turn
-keeps the exact prompt ids the engine saw and the exact tokens it sampled, so the trainer trains on
-what was sampled without re-tokenising anything.
+"""What every agent loop implements. What a loop produces, a `Trajectory` of `Turn`s, is defined one floor
+down, in verl/core/trajectory.py, because reward managers and the batch builder read it too.
 
 A loop plugs into a run through its class methods alone (`from_config`, `config_problems`, `scorer`,
 `plan_rows`, `fits_any_environment`): the workers, the config checks, the trainer and the dry-run plan
@@ -14,14 +11,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from verl.workers.rollout.base import FinishReason, RolloutEngine, SamplingParams
+from verl.core.engine import RolloutEngine, SamplingParams
+from verl.core.trajectory import Trajectory
 
 if TYPE_CHECKING:
+    from verl.config import PolicyIterationConfig
     from verl.data.rl_dataset import PromptItem
-    from verl.trainer.config_schema import PolicyIterationConfig
     from verl.workers.reward_manager import RewardResult
 
     # (trajectories, data_sources, ground_truths, extra_infos) -> one result per trajectory
@@ -31,38 +28,6 @@ if TYPE_CHECKING:
 ROLLOUT = "actor_rollout_ref.rollout"
 # why trainer.name=ppo refuses a loop that trains more than one turn per trajectory
 PPO_ONE_ROW = "trainer.name=ppo trains one row per trajectory; use trainer.name=delethink"
-
-
-@dataclass
-class Turn:
-    prompt_ids: list[int]
-    response_ids: list[int]
-    rollout_log_probs: list[float]
-    finish_reason: FinishReason
-    trainable: bool = True  # False: the turn is context only (gym train_on=last trains the last turn only)
-
-
-@dataclass
-class Trajectory:
-    turns: list[Turn]
-    info: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def response_ids(self) -> list[int]:
-        """The whole thinking trace: every turn's sampled tokens, in order."""
-        return [t for turn in self.turns for t in turn.response_ids]
-
-    @property
-    def trace_length(self) -> int:
-        return sum(len(turn.response_ids) for turn in self.turns)
-
-    @property
-    def num_turns(self) -> int:
-        return len(self.turns)
-
-    @property
-    def has_eos(self) -> bool:
-        return self.turns[-1].finish_reason == "stop"
 
 
 class AgentLoop(ABC):

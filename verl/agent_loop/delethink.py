@@ -12,14 +12,15 @@ import dataclasses
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from verl.agent_loop.base import PPO_ONE_ROW, ROLLOUT, AgentLoop, Trajectory, Turn
-from verl.agent_loop.delethink_params import DelethinkParams, delethink_param_problems
+from verl.agent_loop.base import PPO_ONE_ROW, ROLLOUT, AgentLoop
+from verl.core.delethink import DelethinkParams, delethink_param_problems
+from verl.core.engine import RolloutEngine, SamplingParams
+from verl.core.trajectory import Trajectory, Turn
 from verl.data.rl_dataset import PromptItem
 from verl.utils.seeding import derive_seed
-from verl.workers.rollout.base import RolloutEngine, SamplingParams
 
 if TYPE_CHECKING:
-    from verl.trainer.config_schema import PolicyIterationConfig
+    from verl.config import PolicyIterationConfig
 
 DELETHINK = "algorithm.delethink"
 

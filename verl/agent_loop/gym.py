@@ -24,16 +24,17 @@ import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from verl.agent_loop.base import ROLLOUT, AgentLoop, Trajectory, Turn
+from verl.agent_loop.base import ROLLOUT, AgentLoop
 from verl.agent_loop.delethink import chunk_seed
+from verl.core.engine import RolloutEngine, SamplingParams
+from verl.core.trajectory import Trajectory, Turn
 from verl.data.rl_dataset import PromptItem, encode_prompt
 from verl.envs import make_context_manager, make_env
 from verl.envs.base import ContextManager, Env, EnvRequest, Messages, close_env
-from verl.workers.rollout.base import RolloutEngine, SamplingParams
 
 if TYPE_CHECKING:
     from verl.agent_loop.base import RewardManager
-    from verl.trainer.config_schema import PolicyIterationConfig
+    from verl.config import PolicyIterationConfig
 
 TRAIN_ON = ("last", "all")
 

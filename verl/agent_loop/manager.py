@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
-from verl.agent_loop.base import AgentLoop, Trajectory
+from verl.agent_loop import agent_loop_class
+from verl.agent_loop.base import AgentLoop
+from verl.config import PolicyIterationConfig
+from verl.core.engine import RolloutEngine, SamplingParams
+from verl.core.trajectory import Trajectory
 from verl.data.rl_dataset import PromptItem
-from verl.trainer.config_schema import PolicyIterationConfig
-from verl.workers.rollout.base import RolloutEngine, SamplingParams
 
 
 def build_agent_loop(config: PolicyIterationConfig, engine: RolloutEngine, tokenizer) -> AgentLoop:
     """The run's agent loop (`rollout.agent.default_agent_loop`), set up by its own `from_config`."""
-    return config.agent_loop_class.from_config(config, engine, tokenizer)
+    return agent_loop_class(config).from_config(config, engine, tokenizer)
 
 
 async def run_agent_loops(

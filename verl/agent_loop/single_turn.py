@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from verl.agent_loop.base import PPO_ONE_ROW, ROLLOUT, AgentLoop, Trajectory, Turn
+from verl.agent_loop.base import PPO_ONE_ROW, ROLLOUT, AgentLoop
+from verl.core.engine import SamplingParams
+from verl.core.trajectory import Trajectory, Turn
 from verl.data.rl_dataset import PromptItem
-from verl.workers.rollout.base import SamplingParams
 
 if TYPE_CHECKING:
-    from verl.trainer.config_schema import PolicyIterationConfig
+    from verl.config import PolicyIterationConfig
 
 
 class SingleTurnAgentLoop(AgentLoop):

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from verl.trainer.config_schema import ConfigError
+from verl.config import ConfigError
 
 logger = logging.getLogger(__name__)
 

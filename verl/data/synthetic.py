@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl.utils.fs import atomic_write_jsonl
-from verl.utils.reward_score.boxed import THINK_END, extract_final_answer
+from verl.utils.reward_score.boxed import THINK_END
 
 DATA_SOURCE = "synthetic/running_sum"
 LABELS = string.ascii_lowercase  # the default label alphabet; term i is labelled LABELS[i % 26]
@@ -75,12 +75,6 @@ def solve(digits: list[int], labels: str = LABELS) -> Problem:
 
 def make_problem(rng: random.Random, num_terms: int, labels: str = LABELS) -> Problem:
     return solve([rng.randrange(10) for _ in range(num_terms)], labels)
-
-
-def compute_score(solution_str: str, ground_truth: str) -> float:
-    """1.0 iff the last \\boxed{} after the thinking holds the ground truth; 0.0 otherwise."""
-    answer = extract_final_answer(solution_str)
-    return float(answer is not None and answer.strip() == str(ground_truth).strip())
 
 
 def problem_sizes(count: int, min_terms: int, max_terms: int) -> list[int]:

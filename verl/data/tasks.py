@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from verl.config import ConfigError, PolicyIterationConfig, TaskConfig
 from verl.data.rl_dataset import DataError, PromptItem, encode_prompt, load_prompts, read_rows
-from verl.trainer.config_schema import ConfigError, PolicyIterationConfig, TaskConfig
 
 logger = logging.getLogger(__name__)
 

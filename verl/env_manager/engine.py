@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 import torch
 
-from verl.workers.rollout.base import GenerateOutput, RolloutEngine, SamplingParams
+from verl.core.engine import GenerateOutput, RolloutEngine, SamplingParams
 
 
 class RemoteEngine(RolloutEngine):

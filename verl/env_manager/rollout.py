@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import ray
 
-from verl.agent_loop.base import Trajectory
+from verl.config import EnvManagerConfig, PolicyIterationConfig
+from verl.core.trajectory import Trajectory
 from verl.data.rl_dataset import PromptItem
 from verl.env_manager.global_dataset import (
     SAMPLE,
@@ -34,7 +35,6 @@ from verl.env_manager.global_dataset import (
 )
 from verl.env_manager.rollout_worker import TRAIN, VAL, RolloutWorker
 from verl.env_manager.scheduler import EpisodeRecord, EpisodeScheduler
-from verl.trainer.config_schema import EnvManagerConfig, PolicyIterationConfig
 
 
 def spread(slots: list[tuple[int, int]], num_workers: int) -> list[list[tuple[int, int]]]:

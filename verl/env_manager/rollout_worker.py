@@ -23,10 +23,10 @@ import asyncio
 from dataclasses import replace
 from typing import Any
 
+from verl.core.engine import SamplingParams
 from verl.env_manager.engine import RemoteEngine
 from verl.env_manager.scheduler import trajectory_id
 from verl.utils.seeding import derive_seed
-from verl.workers.rollout.base import SamplingParams
 
 TRAIN, VAL = "train", "val"
 VAL_SEED_STREAM = 7919  # validation sampling seeds come from their own stream

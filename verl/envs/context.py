@@ -24,7 +24,7 @@ from verl.envs.base import ContextManager, Messages
 class DelethinkContextManager(ContextManager):
     def __init__(self, ctx_config: dict[str, Any], tokenizer: Any = None) -> None:
         # here: importing verl.agent_loop loads torch
-        from verl.agent_loop.delethink_params import DelethinkParams
+        from verl.core.delethink import DelethinkParams
 
         super().__init__(ctx_config, tokenizer)
         if tokenizer is None:

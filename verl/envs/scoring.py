@@ -8,7 +8,7 @@ results is scored by the reward manager alone.
 
 from __future__ import annotations
 
-from verl.agent_loop.base import Trajectory
+from verl.core.trajectory import Trajectory
 from verl.envs.report import is_episode
 from verl.workers.reward_manager import NaiveRewardManager, RewardResult
 

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from verl.config import ConfigError, TaskConfig, to_dataclass
 from verl.models.model_dir import model_dir_problems
-from verl.trainer.config_schema import ConfigError, TaskConfig, to_dataclass
 from verl.utils.config_resolvers import register_resolvers
 
 if TYPE_CHECKING:
-    from verl.agent_loop.delethink_params import DelethinkParams
+    from verl.core.delethink import DelethinkParams
 
 MODES = ("longcot", "delethink", "probe")
 RUN_HF_SUBDIR = Path("actor") / "huggingface"  # where a training checkpoint keeps its HF model
@@ -32,14 +32,14 @@ class LongCoTEvalConfig:
 
 @dataclass
 class DelethinkEvalConfig:
-    """The fields of agent_loop.delethink_params.DelethinkParams, with a list of I values to sweep."""
+    """The fields of core.delethink.DelethinkParams, with a list of I values to sweep."""
 
     chunk_size: int = 32  # C: the first chunk's budget and the most tokens any chunk's context holds
     keep_head: int = 4  # carry-over: the first keep_head thinking tokens
     keep_tail: int = 12  # carry-over: the last keep_tail thinking tokens
     intermediate_max_new_tokens: int | None = None  # later chunks' budget; None: C - m, as in training
     max_chunks: list[int] = field(default_factory=lambda: [7])  # I values; one evaluation each
-    trimmer: str = "progressive"  # how the carry-over is cut (agent_loop.trimmers.TRIMMERS)
+    trimmer: str = "progressive"  # how the carry-over is cut (core.trimmers.TRIMMERS)
 
     def params_fields(self, max_chunks: int) -> dict[str, Any]:
         """The DelethinkParams fields of the evaluation at one I."""
@@ -47,7 +47,7 @@ class DelethinkEvalConfig:
 
     def sweep(self) -> list[DelethinkParams]:
         """One DelethinkParams per I in max_chunks, in order."""
-        from verl.agent_loop.delethink_params import DelethinkParams
+        from verl.core.delethink import DelethinkParams
 
         return [DelethinkParams(**self.params_fields(i)) for i in self.max_chunks]
 
@@ -128,7 +128,7 @@ def load_eval_config(cfg: DictConfig) -> EvalConfig:
 
 
 def rule_errors(c: EvalConfig) -> list[str]:
-    from verl.agent_loop.delethink_params import delethink_param_problems
+    from verl.core.delethink import delethink_param_problems
 
     errors: list[str] = []
 

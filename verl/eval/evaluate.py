@@ -23,21 +23,22 @@ import torch
 from tqdm import tqdm
 from transformers import AutoConfig, AutoTokenizer
 
-from verl.agent_loop.base import AgentLoop, Trajectory
+from verl.agent_loop.base import AgentLoop
 from verl.agent_loop.delethink import DelethinkAgentLoop
-from verl.agent_loop.delethink_params import DelethinkParams
 from verl.agent_loop.manager import run_agent_loops
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
+from verl.config import ConfigError
+from verl.core.delethink import DelethinkParams
+from verl.core.engine import RolloutEngine, SamplingParams
+from verl.core.trajectory import Trajectory
 from verl.data.rl_dataset import PromptItem, load_prompts
 from verl.eval.config import EvalConfig, resolve_model_dir
 from verl.eval.summary import ALL_SOURCES, summarise_run
-from verl.trainer.config_schema import ConfigError
 from verl.utils.fs import atomic_write_jsonl, atomic_write_text
 from verl.utils.reward_score import load_reward_function
 from verl.utils.reward_score.boxed import extract_final_answer
 from verl.utils.seeding import derive_seed
 from verl.workers.reward_manager import DelethinkRewardManager, RewardResult
-from verl.workers.rollout.base import RolloutEngine, SamplingParams
 
 
 @dataclass(frozen=True)

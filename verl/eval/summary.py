@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from verl.trainer.ppo.metric_utils import problem_metrics
+from verl.core.metric_utils import problem_metrics
 
 ALL_SOURCES = "all"
 

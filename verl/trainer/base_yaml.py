@@ -1,4 +1,4 @@
-"""policy_iteration.yaml, the base training config, generated from the dataclasses of config_schema.py.
+"""policy_iteration.yaml, the base training config, generated from the dataclasses of verl/config/.
 
 Each key's default is its field's default and its comment is the field's help comment (the comment
 after the field, or the comment lines right above it), so adding a key, its default and its
@@ -20,7 +20,7 @@ import tokenize
 import typing
 from typing import Any
 
-from verl.trainer.config_schema import CONFIG_DIR, ENVIRONMENT_KEYS, PolicyIterationConfig
+from verl.config import CONFIG_DIR, ENVIRONMENT_KEYS, PolicyIterationConfig
 
 BASE_YAML = CONFIG_DIR / "policy_iteration.yaml"
 COMMENT_COLUMN = 35  # where a key's comment starts, unless the key and its value are longer
@@ -30,7 +30,7 @@ INTERPOLATED = {"trainer.default_local_dir": "outputs/${trainer.experiment_name}
 
 HEADER = """\
 # Base PPO config: every key the RL trainer reads. GENERATED from the dataclasses of
-# verl/trainer/config_schema.py (defaults and comments) by `python -m verl.trainer.base_yaml`: edit those.
+# verl/config/ (defaults and comments) by `python -m verl.trainer.base_yaml`: edit those.
 # The keys the thinking environment sets together are commented out here (config/environment/
 # {longcot,delethink}.yaml: agent loop, trainer.name, reward manager, loss aggregation): pick one with
 # `environment=delethink` on the command line or `- override environment: delethink` in an overlay's defaults.

@@ -11,9 +11,9 @@ from types import FrameType
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
+from verl.config import ConfigError, PolicyIterationConfig
 from verl.data.rl_dataset import DataError, PromptItem
 from verl.data.tasks import load_split
-from verl.trainer.config_schema import ConfigError, PolicyIterationConfig
 from verl.trainer.delethink_ppo.ray_trainer import RayDelethinkTrainer
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.trainer.resume import prepare_resume

@@ -13,10 +13,10 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from verl.config import ConfigError
 from verl.data.rl_dataset import DataError
 from verl.eval.config import EvalConfig, load_eval_config
 from verl.trainer.cli_keys import exit_on_unknown_keys
-from verl.trainer.config_schema import ConfigError
 
 
 @hydra.main(config_path="config", config_name="eval", version_base="1.3")

@@ -15,8 +15,9 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from verl.config import ConfigError, PolicyIterationConfig
 from verl.trainer.cli_keys import exit_on_unknown_keys
-from verl.trainer.config_schema import ConfigError, PolicyIterationConfig, config_warnings, load_config
+from verl.trainer.config_loader import config_warnings, load_config
 from verl.utils.config_resolvers import register_resolvers
 
 register_resolvers()  # before Hydra composes: the YAML uses ${eval:...}

@@ -37,12 +37,12 @@ from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
-from verl.agent_loop.delethink_params import delethink_param_problems
+from verl.config import ConfigError, FSDPConfig
+from verl.core.delethink import delethink_param_problems
 from verl.data.rl_dataset import DataError
 from verl.data.synthetic import check_labels
 from verl.models.model_dir import model_dir_problems
 from verl.trainer.cli_keys import exit_on_unknown_keys
-from verl.trainer.config_schema import ConfigError, FSDPConfig
 from verl.trainer.sft import checkpoint as sft_checkpoint
 from verl.trainer.sft import parallel
 from verl.trainer.sft.batches import Batch, Pair, backward_mean_loss, local_micro_batches, mean_loss

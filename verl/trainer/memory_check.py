@@ -15,8 +15,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from verl.config import PolicyIterationConfig
 from verl.tools.cost_model import qwen2_dims
-from verl.trainer.config_schema import PolicyIterationConfig
 from verl.trainer.memory_estimate import (
     GIB,
     PHASES,

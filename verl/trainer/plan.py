@@ -5,7 +5,8 @@ No model, data or GPU is touched, so a user can check a cluster recipe on a lapt
 
 from __future__ import annotations
 
-from verl.trainer.config_schema import PolicyIterationConfig
+from verl.agent_loop import agent_loop_class
+from verl.config import PolicyIterationConfig
 
 
 def describe_plan(config: PolicyIterationConfig) -> str:
@@ -32,7 +33,7 @@ def describe_plan(config: PolicyIterationConfig) -> str:
             f"{tr.critic_warmup} warm-up step(s)"
         )
     rows.append(("advantages", advantages))
-    rows += config.agent_loop_class.plan_rows(config)  # the environment, its budgets and rows
+    rows += agent_loop_class(config).plan_rows(config)  # the environment, its budgets and rows
     rows += [
         ("thinking budget", f"{config.thinking_budget} tokens per trajectory"),
         ("tokens per step", f"at most {trajectories * config.thinking_budget:,} sampled thinking tokens"),

@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from verl.trainer.config_schema import CONFIG_DIR, PolicyIterationConfig
+from verl.config import CONFIG_DIR, PolicyIterationConfig
 from verl.utils import checkpoint
 
 CONFIG_FILE = "run_config.json"  # not config.json: that name marks an HF model directory

@@ -45,16 +45,16 @@ from transformers import (
     PreTrainedModel,
 )
 
-from verl.agent_loop.base import Trajectory
 from verl.agent_loop.manager import build_agent_loop, run_agent_loops
+from verl.config import FSDPConfig, OptimConfig, PolicyIterationConfig
+from verl.core.engine import GenerateOutput, SamplingParams
+from verl.core.trajectory import Trajectory
 from verl.data.rl_dataset import PromptItem
 from verl.envs.base import close_open_envs
 from verl.envs.plugins import import_plugins
-from verl.trainer.config_schema import FSDPConfig, OptimConfig, PolicyIterationConfig
 from verl.utils.peak_memory import DevicePhasePeaks
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
-from verl.workers.rollout.base import GenerateOutput, SamplingParams
 
 FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 

@@ -13,7 +13,7 @@ import asyncio
 import inspect
 from typing import Any
 
-from verl.trainer.config_schema import PolicyIterationConfig
+from verl.config import PolicyIterationConfig
 from verl.workers.fsdp_workers import ActorRolloutRefWorker
 from verl.workers.sharded_group import ShardedWorkerGroup
 

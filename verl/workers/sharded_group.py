@@ -23,12 +23,12 @@ from typing import Any
 
 import torch
 
-from verl.agent_loop.base import Trajectory
+from verl.core.batch import select_rows
+from verl.core.engine import SamplingParams
+from verl.core.trajectory import Trajectory
 from verl.data.rl_dataset import PromptItem
-from verl.trainer.ppo.batch import select_rows
 from verl.workers.actor.dp_actor import row_token_counts
 from verl.workers.actor.micro_batching import balance_rows_across_ranks, balanced_update_shards
-from verl.workers.rollout.base import SamplingParams
 
 
 def contiguous_shards(n: int, num_shards: int) -> list[slice]:

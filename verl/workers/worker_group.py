@@ -13,7 +13,7 @@ from typing import Any
 
 import ray
 
-from verl.trainer.config_schema import PolicyIterationConfig
+from verl.config import PolicyIterationConfig
 from verl.workers.fsdp_workers import ActorRolloutRefWorker
 from verl.workers.sharded_group import ShardedWorkerGroup
 

@@ -3,13 +3,13 @@
 Differences from LongCoT, all in how the training batch is built: each chunk becomes its own row
 (its exact prompt = question + carry-over, and its exact sampled tokens) with the trajectory's
 advantage and the trajectory's whole trace length. Padding to a multiple of mini-batches x ranks
-and the flat-batch correction ratio are the base trainer's (verl/trainer/ppo/batch.py).
+and the flat-batch correction ratio are the base trainer's (verl/core/batch.py).
 """
 
 from __future__ import annotations
 
-from verl.agent_loop.base import Trajectory
-from verl.trainer.ppo.batch import TrainRow, trajectory_rows
+from verl.core.batch import TrainRow, trajectory_rows
+from verl.core.trajectory import Trajectory
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer, trajectory_metrics
 
 

@@ -32,12 +32,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from verl.agent_loop.base import Trajectory
-from verl.data.rl_dataset import PromptItem
-from verl.envs.report import CompletionsLog, completion_records, env_metrics
-from verl.trainer.config_schema import PolicyIterationConfig
-from verl.trainer.ppo import core_algos, dynamic_sampling
-from verl.trainer.ppo.batch import (
+from verl.agent_loop import agent_loop_class
+from verl.config import PolicyIterationConfig
+from verl.core import core_algos
+from verl.core.batch import (
     TokenLayout,
     TrainRow,
     collate_rows,
@@ -45,7 +43,11 @@ from verl.trainer.ppo.batch import (
     pad_rows_to_multiple,
     trajectory_rows,
 )
-from verl.trainer.ppo.metric_utils import problem_metrics
+from verl.core.metric_utils import problem_metrics
+from verl.core.trajectory import Trajectory
+from verl.data.rl_dataset import PromptItem
+from verl.envs.report import CompletionsLog, completion_records, env_metrics
+from verl.trainer.ppo import dynamic_sampling
 from verl.trainer.ppo.rollout_records import carry_sizes, chunk_records, trajectory_record
 from verl.trainer.ppo.rollout_source import make_rollout_source
 from verl.trainer.resume import save_config
@@ -125,7 +127,7 @@ class RayPPOTrainer:
         self.config = config
         self.tokenizer = tokenizer
         # the agent loop decides what scores its trajectories (the gym loop adds its envs' rewards)
-        self.reward_manager = config.agent_loop_class.scorer(reward_manager)
+        self.reward_manager = agent_loop_class(config).scorer(reward_manager)
         self.workers = workers
         self.rollout = make_rollout_source(config, workers, train_items, val_items)
         self.run_dir = Path(config.trainer.default_local_dir)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from verl.agent_loop.base import Trajectory
+from verl.config import PolicyIterationConfig
+from verl.core.trajectory import Trajectory
 from verl.data.rl_dataset import PromptItem
-from verl.trainer.config_schema import PolicyIterationConfig
 from verl.utils.reward_score.boxed import extract_final_answer
 
 Decode = Callable[[list[int]], str]

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
-from verl.agent_loop.base import Trajectory
+from verl.config import PolicyIterationConfig
+from verl.core.trajectory import Trajectory
 from verl.data.rl_dataset import DataOrder, PromptItem
-from verl.trainer.config_schema import PolicyIterationConfig
 from verl.utils.seeding import derive_seed
 
 if TYPE_CHECKING:  # not at run time: the config checks import this module, which stays free of torch

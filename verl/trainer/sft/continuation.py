@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from verl.agent_loop.delethink_params import DelethinkParams
+from verl.core.delethink import DelethinkParams
 
 
 @dataclass

@@ -27,7 +27,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.fsdp import FSDPModule
 from transformers import PreTrainedModel
 
-from verl.trainer.config_schema import FSDPConfig
+from verl.config import FSDPConfig
 from verl.workers.fsdp_workers import shard_model
 
 T = TypeVar("T")

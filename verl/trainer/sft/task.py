@@ -11,9 +11,10 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from verl.data import shift_register
-from verl.data.synthetic import LABELS, Problem, compute_score, make_problem, problem_sizes, solve
+from verl.data.synthetic import LABELS, Problem, make_problem, problem_sizes, solve
 from verl.trainer.sft.batches import Pair
 from verl.trainer.sft.continuation import DelethinkExamplesConfig, continuation_example, delethink_cuts
+from verl.utils.reward_score.synthetic import compute_score
 
 
 @dataclass

@@ -13,22 +13,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from verl.utils.reward_score import math_verify
+from verl.utils.reward_score import math_verify, synthetic
 
 SYNTHETIC_PREFIX = "synthetic/"
-
-
-def _synthetic_score(solution_str: str, ground_truth: Any) -> float:
-    from verl.data import synthetic  # the synthetic tasks are only needed when a data set uses them
-
-    return synthetic.compute_score(solution_str, ground_truth)
 
 
 def default_compute_score(
     data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None
 ) -> float:
     if data_source.startswith(SYNTHETIC_PREFIX):
-        return _synthetic_score(solution_str, ground_truth)
+        return synthetic.compute_score(solution_str, ground_truth)
     return math_verify.compute_score(data_source, solution_str, ground_truth, extra_info)
 
 
@@ -50,7 +44,7 @@ def default_compute_scores(
         zip(data_sources, solution_strs, ground_truths, strict=True)
     ):
         if source.startswith(SYNTHETIC_PREFIX):
-            scores[i] = _synthetic_score(solution, truth)
+            scores[i] = synthetic.compute_score(solution, truth)
         else:
             math_items.append(i)
     math_scores = math_verify.compute_scores(

@@ -1,6 +1,6 @@
 """The policy's forward and update: log-probs of sampled tokens, and PPO over mini/micro-batches.
 
-Batches are dicts of tensors laid out by `verl.trainer.ppo.batch.collate_rows`. A mini-batch is one
+Batches are dicts of tensors laid out by `verl.core.batch.collate_rows`. A mini-batch is one
 optimizer step; it is processed in micro-batches whose losses use the mini-batch's row and token
 counts as denominators, so gradient accumulation gives exactly the mini-batch gradient.
 
@@ -23,9 +23,9 @@ import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule
 
-from verl.trainer.config_schema import ActorConfig
-from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.batch import select_rows, trim_padding_columns
+from verl.config import ActorConfig
+from verl.core import core_algos
+from verl.core.batch import select_rows, trim_padding_columns
 from verl.workers.actor.micro_batching import (
     length_sorted_groups,
     partition_by_token_budget,

@@ -14,9 +14,9 @@ from collections import defaultdict
 import torch
 import torch.distributed as dist
 
-from verl.trainer.config_schema import CriticConfig
-from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.batch import select_rows, trim_padding_columns
+from verl.config import CriticConfig
+from verl.core import core_algos
+from verl.core.batch import select_rows, trim_padding_columns
 from verl.workers.actor.dp_actor import (
     all_reduce,
     mini_batch_denominators,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from verl.agent_loop.base import Trajectory
+from verl.core.trajectory import Trajectory
 from verl.workers.reward_manager.naive import NaiveRewardManager
 
 

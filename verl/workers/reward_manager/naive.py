@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from verl.agent_loop.base import Trajectory
+from verl.core.trajectory import Trajectory
 from verl.utils.reward_score import default_compute_score, default_compute_scores
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, fields
 import torch
 import transformers
 
-from verl.workers.rollout.base import GenerateOutput, RolloutEngine, SamplingParams
+from verl.core.engine import GenerateOutput, RolloutEngine, SamplingParams
 from verl.workers.rollout.kv_cache import SlotKVCache
 from verl.workers.rollout.prefix_store import PrefixMatch, PrefixStore
 from verl.workers.rollout.sampler import as_int64, counter_uniform, sample_next_tokens

@@ -33,8 +33,8 @@ from typing import Any
 import torch
 import transformers
 
-from verl.trainer.config_schema import PolicyIterationConfig
-from verl.workers.rollout.base import FinishReason, GenerateOutput, RolloutEngine, SamplingParams
+from verl.config import PolicyIterationConfig
+from verl.core.engine import FinishReason, GenerateOutput, RolloutEngine, SamplingParams
 from verl.workers.rollout.hf_engine import _check_request
 
 # What SGLang's release/resume_memory_occupation can free, by tag (sglang.srt.constants).

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from verl.agent_loop.base import Trajectory
+from verl.core.trajectory import Trajectory
 
 
 @dataclass

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from verl.agent_loop.trimmers import TRIMMERS, get_trimmer
+from verl.core.trimmers import TRIMMERS, get_trimmer
 
 
 class DelethinkParamsError(ValueError):
@@ -49,7 +49,7 @@ class DelethinkParams:
     keep_tail: int = 3996  # carry-over: the last keep_tail thinking tokens (>= 1)
     intermediate_max_new_tokens: int | None = None  # new tokens per chunk after the first; None: C - m
     max_chunks: int = 5  # I: the most chunks per trace
-    trimmer: str = "progressive"  # how the carry-over is cut (agent_loop.trimmers.TRIMMERS)
+    trimmer: str = "progressive"  # how the carry-over is cut (core.trimmers.TRIMMERS)
 
     def __post_init__(self) -> None:
         problems = self._problems()

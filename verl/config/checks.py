@@ -1,0 +1,154 @@
+"""The rules of a typed config that need nothing above this floor: each section's own (its
+`problems(key)`), the rules between sections, and the files a run reads."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from verl.config.policy_iteration import PolicyIterationConfig
+from verl.config.rules import MAKE_TINY, TINY_DIR, join_key
+from verl.models.model_dir import model_path_problem
+
+
+def _field(node: Any, name: str) -> Any:
+    return node[name] if isinstance(node, dict) else getattr(node, name)
+
+
+def value_at(c: PolicyIterationConfig, key: str) -> Any:
+    return functools.reduce(_field, key.split("."), c)
+
+
+def section_problems(section: Any, key: str) -> list[str]:
+    """`section.problems(key)`, then the same for every section below it (tasks included)."""
+    # a section without rules of its own (ActorRolloutRefConfig) has no `problems`
+    errors = section.problems(key) if hasattr(section, "problems") else []
+    for f in dataclasses.fields(section):
+        value, field_key = getattr(section, f.name), join_key(key, f.name)
+        if dataclasses.is_dataclass(value):
+            errors += section_problems(value, field_key)
+        elif isinstance(value, dict):  # train_tasks / val_tasks: a section per name
+            for name, child in value.items():
+                if dataclasses.is_dataclass(child):
+                    errors += section_problems(child, join_key(field_key, name))
+    return errors
+
+
+def cross_section_problems(c: PolicyIterationConfig) -> list[str]:
+    """Rules that tie one section to another. What the agent loop and the rollout source need of the
+    rest is theirs to say (their `config_problems`, checked by verl/trainer/config_loader.py)."""
+
+    arr, tr = c.actor_rollout_ref, c.trainer
+    actor, rollout = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
+    errors = []
+
+    def check(ok: bool, key: str, rule: str) -> None:
+        if not ok:
+            errors.append(f"{key}={value_at(c, key)!r}: {rule}")
+
+    for split in ("train", "val"):
+        has_tasks = len(getattr(c, f"{split}_tasks")) > 0
+        check(
+            len(getattr(c.data, f"{split}_files")) > 0 or has_tasks,
+            f"data.{split}_files",
+            f"must list at least one file, or name tasks in {split}_tasks",
+        )
+    mini_batch = arr.actor.ppo_mini_batch_size
+    check(
+        mini_batch <= 0 or c.data.train_batch_size % mini_batch == 0,
+        "data.train_batch_size",
+        f"must be divisible by {actor}.ppo_mini_batch_size={mini_batch} (both count prompts)",
+    )
+    estimator = c.algorithm.adv_estimator
+    check(
+        estimator not in ("grpo", "rloo") or arr.rollout.n >= 2,
+        f"{rollout}.n",
+        f"must be >= 2 with algorithm.adv_estimator={estimator!r}: a group of one has zero advantage",
+    )
+    check(
+        estimator != "remax" or not arr.rollout.env_manager.enable,
+        "algorithm.adv_estimator",
+        f"remax generates a greedy baseline per prompt through the worker group; it does not run with "
+        f"{rollout}.env_manager.enable=true",
+    )
+    check(
+        arr.rollout.name != "sglang" or tr.device == "cuda",
+        f"{rollout}.name",
+        f"sglang runs on GPU only, but trainer.device={tr.device!r}; use {rollout}.name=hf on CPU",
+    )
+    check(
+        arr.model.attn_implementation != "flash_attention_2" or tr.device == "cuda",
+        "actor_rollout_ref.model.attn_implementation",
+        f"flash-attention runs on GPU only, but trainer.device={tr.device!r}; use sdpa on CPU",
+    )
+    for section in (f"{actor}.fsdp_config", "critic.fsdp_config"):
+        for key in ("param_offload", "optimizer_offload"):
+            check(
+                not value_at(c, f"{section}.{key}") or tr.device == "cuda",
+                f"{section}.{key}",
+                "offloading moves GPU memory to the CPU; with trainer.device=cpu there is nothing to offload",
+            )
+    check(
+        tr.critic_warmup == 0 or estimator == "gae",
+        "trainer.critic_warmup",
+        f"warms up the critic, which only algorithm.adv_estimator=gae has (it is {estimator!r}); set it to 0",
+    )
+    # the delethink trainer's rows vary in number (and so do dynamic-batch rows): only ppo splits evenly
+    mini_rows, world_size = mini_batch * arr.rollout.n, tr.world_size
+    check(
+        tr.name != "ppo" or arr.actor.use_dynamic_bsz or world_size <= 0 or mini_rows % world_size == 0,
+        f"{actor}.ppo_mini_batch_size",
+        f"times {rollout}.n = {mini_rows} rows per mini-batch must split evenly over "
+        f"trainer.nnodes x trainer.n_gpus_per_node = {world_size} ranks",
+    )
+    return errors
+
+
+# ---------------------------------------------------------------------------------------------------
+# Paths (relative to the working directory; Hydra does not chdir, see hydra.job.chdir)
+
+
+def path_problems(c: PolicyIterationConfig) -> list[str]:
+    """Every file a run reads exists: the model, data, tasks, reward function, resume point, flash_attn."""
+    errors: list[str] = []
+
+    def missing(key: str, path: str, problem: str) -> None:
+        hint = ""
+        if Path(path).resolve().is_relative_to(TINY_DIR.resolve()):
+            hint = f"; make the tiny model and data first: {MAKE_TINY}"
+        errors.append(f"{key}={path!r}: {problem}{hint}")
+
+    model_path = c.actor_rollout_ref.model.path
+    model_problem = model_path_problem(model_path)
+    if model_problem:
+        missing("actor_rollout_ref.model.path", model_path, model_problem)
+    critic_path = c.critic.model.path
+    critic_problem = critic_path and c.algorithm.adv_estimator == "gae" and model_path_problem(critic_path)
+    if critic_problem:
+        missing("critic.model.path", critic_path, critic_problem)
+    for key in ("train_files", "val_files"):
+        for i, path in enumerate(getattr(c.data, key)):
+            if not Path(path).is_file():
+                problem = "a directory, not a data file" if Path(path).is_dir() else "no such file"
+                missing(f"data.{key}[{i}]", path, problem)
+    for split in ("train", "val"):
+        for name, task in getattr(c, f"{split}_tasks").items():
+            if not Path(task.path).is_file():
+                how = f"; {task.how_to_get}" if task.how_to_get else ""
+                missing(f"{split}_tasks.{name}.path", task.path, f"no such file{how}")
+    attention = c.actor_rollout_ref.model.attn_implementation
+    if attention == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
+        missing(
+            "actor_rollout_ref.model.attn_implementation", attention,
+            "the flash_attn package is not installed (pip install -e '.[gpu]', see setup.py)",
+        )  # fmt: skip
+    reward_path = c.custom_reward_function.path
+    if reward_path is not None and not Path(reward_path).is_file():
+        missing("custom_reward_function.path", reward_path, "no such file")
+    resume_path = c.trainer.resume_from_path
+    if c.trainer.resume_mode == "path" and resume_path and not Path(resume_path).exists():
+        missing("trainer.resume_from_path", resume_path, "no such checkpoint")
+    return errors

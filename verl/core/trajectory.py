@@ -1,0 +1,45 @@
+"""A trajectory: what an agent loop produces and every later stage reads.
+
+A trajectory is a list of turns. LongCoT has one turn; Delethink has one turn per chunk. Each turn
+keeps the exact prompt ids the engine saw and the exact tokens it sampled, so the trainer trains on
+what was sampled without re-tokenising anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl.core.engine import FinishReason
+
+
+@dataclass
+class Turn:
+    prompt_ids: list[int]
+    response_ids: list[int]
+    rollout_log_probs: list[float]
+    finish_reason: FinishReason
+    trainable: bool = True  # False: the turn is context only (gym train_on=last trains the last turn only)
+
+
+@dataclass
+class Trajectory:
+    turns: list[Turn]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def response_ids(self) -> list[int]:
+        """The whole thinking trace: every turn's sampled tokens, in order."""
+        return [t for turn in self.turns for t in turn.response_ids]
+
+    @property
+    def trace_length(self) -> int:
+        return sum(len(turn.response_ids) for turn in self.turns)
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turns)
+
+    @property
+    def has_eos(self) -> bool:
+        return self.turns[-1].finish_reason == "stop"
