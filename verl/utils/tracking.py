@@ -115,5 +115,3 @@ def generation_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[A
         for r in rows
     ]
     return columns, data
-
-
