@@ -1,7 +1,11 @@
 """Quick modes of benchmarks/ that have no other test file: they run and print every figure."""
 
 import runpy
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
@@ -40,3 +44,52 @@ def test_shared_prefix_quick_mode_counts_each_shared_prompt_once(capsys):
     assert results["Delethink"]["padded"]["rows"] > results["LongCoT"]["padded"]["rows"]  # chunk rows
     out = capsys.readouterr().out
     assert "Delethink / LongCoT, shared: forward tokens" in out
+
+
+def _table(report: str, heading: str) -> list[list[str]]:
+    """The body rows of the markdown table under the `## heading...` line of `report`."""
+    section = report.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
+
+
+@pytest.mark.slow
+def test_gpu_check_smoke_runs_every_section_without_ray(tmp_path):
+    out = tmp_path / "gpu_check.md"
+    # a fresh interpreter: the benchmark must run where Ray is not installed, so nothing may import it
+    script = (
+        "import runpy, sys; sys.argv = ['gpu_check.py', '--smoke', '--out', sys.argv[1]]; "
+        "runpy.run_path('benchmarks/gpu_check.py', run_name='__main__'); "
+        "print('ray imported:', 'ray' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(out)], cwd=BENCHMARKS.parent, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ray imported: False" in proc.stdout
+    report = out.read_text()
+    for heading in ("## Actor", "## Engine", "## RL"):  # printed, and written to --out
+        assert heading in report and heading in proc.stdout
+
+    actor = _table(report, "Actor")
+    cases = [row[0] for row in actor if row[0]]
+    assert len(cases) == 4  # two budgets, with and without gradient checkpointing
+    assert sum(row[1:3] == ["update loss finite", "-"] and row[3] == "True" for row in actor) == 4
+    for row in actor:
+        if row[1] in ("gradients shard", "Adam moments"):  # counted tensors against the estimate's 4Ψ, 8Ψ
+            assert abs(float(row[4]) - 1) < 0.05, row
+        if row[1].endswith(": peak"):
+            assert float(row[2]) > 0 and row[3] != "-", row
+
+    engine = _table(report, "Engine")
+    assert [row[0].split()[0] for row in engine] == ["Delethink", "LongCoT", "LongCoT"]
+    delethink, longcot, ratio = engine
+    assert delethink[1] == longcot[1] == "64"  # 2 sequences x (16 + 2 x 8) = 2 x 32 tokens, each way
+    assert ratio[1] == "1.00" and float(delethink[3]) > 0 and float(longcot[3]) > 0
+
+    rl = _table(report, "RL")
+    assert [row[0] for row in rl] == ["longcot", "delethink"]
+    for row in rl:
+        assert row[1] == "3" and row[-1] == "True", row
+        assert float(row[2]) > 0 and float(row[4]) > 0 and float(row[5]) >= float(row[2]), row

@@ -96,7 +96,7 @@ def rank_main(rank: int, port: int, workdir: str) -> None:
 
 
 def make_cases(batch: dict, shared_batch: dict) -> dict:
-    from verl.workers.worker_group import update_shard_indices
+    from verl.workers.sharded_group import update_shard_indices
 
     n = batch["responses"].shape[0]
     tokens = row_token_counts(batch)

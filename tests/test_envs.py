@@ -31,6 +31,7 @@ from verl.envs.base import close_open_envs, open_env_count
 from verl.envs.calculator import calculator_reply
 from verl.envs.plugins import import_plugins
 from verl.envs.report import CompletionsLog, env_metrics
+from verl.utils.fs import read_jsonl
 from verl.workers.reward_manager import NaiveRewardManager
 
 PLUGIN = Path(__file__).parent / "assets" / "gym_plugin.py"
@@ -345,7 +346,7 @@ def test_completions_log_truncates_on_resume(tmp_path):
     for step in (1, 2, 3):
         log.append([{"step": step, "index": 0}, {"step": step, "index": 1}])
     CompletionsLog(tmp_path, resume_step=2)  # a run resumed from step 2's checkpoint
-    lines = [json.loads(line) for line in (tmp_path / "completions.jsonl").read_text().splitlines()]
+    lines = read_jsonl(tmp_path / "completions.jsonl")
     assert [r["step"] for r in lines] == [1, 1, 2, 2]
     CompletionsLog(tmp_path, resume_step=None)  # a fresh run starts a fresh file
     assert (tmp_path / "completions.jsonl").read_text() == ""

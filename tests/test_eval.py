@@ -15,6 +15,7 @@ import pytest
 from verl.config import CONFIG_DIR, ConfigError
 from verl.eval.config import load_eval_config, resolve_model_dir
 from verl.eval.summary import summarise_run
+from verl.utils.fs import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_KEYS = {
@@ -50,7 +51,7 @@ def run_eval(overrides: list[str]) -> dict:
 
 
 def read_samples(out_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (out_dir / "samples.jsonl").read_text().splitlines()]
+    return read_jsonl(out_dir / "samples.jsonl")
 
 
 def run_cli(*overrides: str) -> subprocess.CompletedProcess:

@@ -399,9 +399,11 @@ run(load_config(compose_config("tiny_longcot", sys.argv[1:])))
 
 
 @pytest.mark.slow
-def test_sigterm_stops_a_run_cleanly_leaving_checkpoint_and_metrics(tiny_assets, tmp_path):
+@pytest.mark.parametrize("launcher", ["ray", "local"])
+def test_sigterm_stops_a_run_cleanly_leaving_checkpoint_and_metrics(launcher, tiny_assets, tmp_path):
     run_dir = tmp_path / "run"
     overrides = [
+        f"trainer.launcher={launcher}",
         f"{MODEL_KEY}={tiny_assets / 'model'}", f"data.train_files=[{tiny_assets / 'data' / 'train.jsonl'}]",
         f"data.val_files=[{tiny_assets / 'data' / 'val.jsonl'}]", f"trainer.default_local_dir={run_dir}",
         "trainer.logger=[jsonl]", "trainer.val_before_train=false", "data.train_batch_size=2",

@@ -11,7 +11,8 @@ from verl.core.engine import SamplingParams
 from verl.data.rl_dataset import PromptItem
 from verl.trainer.launch import run
 from verl.utils.fs import read_jsonl
-from verl.workers.worker_group import ActorRolloutWorkerGroup, contiguous_shards, update_shard_indices
+from verl.workers.sharded_group import contiguous_shards, update_shard_indices
+from verl.workers.worker_group import ActorRolloutWorkerGroup
 
 pytestmark = pytest.mark.slow
 

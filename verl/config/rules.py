@@ -29,6 +29,7 @@ TRAINER_NAMES = ("ppo", "delethink")
 LOGGERS = ("console", "jsonl", "wandb")
 RESUME_MODES = ("auto", "disable", "path")
 DEVICES = ("cpu", "cuda")
+LAUNCHERS = ("ray", "local")
 ATTN_IMPLEMENTATIONS = ("sdpa", "flash_attention_2")  # transformers' names
 DTYPES = ("float32", "bfloat16", "float16")
 GYM_TRAIN_ON = ("last", "all")

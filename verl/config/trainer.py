@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from verl.config.rules import (
     DEVICES,
+    LAUNCHERS,
     LOGGERS,
     RESUME_MODES,
     TRAINER_NAMES,
@@ -39,6 +40,8 @@ class TrainerConfig:
     nnodes: int = 1  # machines
     n_gpus_per_node: int = 1  # devices (workers) per machine
     device: str = "cpu"  # cpu | cuda
+    # ray: one Ray actor per rank | local: this process on one device, no Ray (one GPU, pdb, profiling)
+    launcher: str = "ray"
     # GiB of one GPU; a cuda run whose estimated peak (DRY_RUN=1 prints it) exceeds it is refused
     gpu_memory_gib: float = 80.0
     seed: int = 1  # seed of sampling and initialisation
@@ -63,5 +66,9 @@ class TrainerConfig:
             ("resume_from_path", lambda v: self.resume_mode != "path" or bool(v),
              "must be set when trainer.resume_mode='path'"),
             one_of("device", DEVICES),
+            one_of("launcher", LAUNCHERS),
+            ("launcher", lambda v: v != "local" or self.world_size == 1,
+             f"runs one rank in this process, but trainer.nnodes x trainer.n_gpus_per_node = "
+             f"{self.nnodes} x {self.n_gpus_per_node}; set both to 1 or use trainer.launcher=ray"),
             *not_empty("project_name", "experiment_name", "default_local_dir"),
         ])  # fmt: skip

@@ -98,12 +98,10 @@ def compute_outcome_advantage(
 def zero_std_ratio(scores: Tensor, group_ids: Sequence[Hashable]) -> float:
     """Share of groups whose members all scored the same: they get advantage 0 and teach nothing."""
     index, num_groups = _group_index(scores, group_ids)
-    lowest = torch.full((num_groups,), float("inf"), dtype=scores.dtype).scatter_reduce(
-        0, index, scores, "amin"
-    )
-    highest = torch.full((num_groups,), float("-inf"), dtype=scores.dtype).scatter_reduce(
-        0, index, scores, "amax"
-    )
+    lowest = torch.full((num_groups,), float("inf"), dtype=scores.dtype, device=scores.device)
+    lowest = lowest.scatter_reduce(0, index, scores, "amin")
+    highest = torch.full((num_groups,), float("-inf"), dtype=scores.dtype, device=scores.device)
+    highest = highest.scatter_reduce(0, index, scores, "amax")
     return float((lowest == highest).to(torch.float32).mean())
 
 

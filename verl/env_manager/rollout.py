@@ -145,6 +145,11 @@ class EnvManagerRollout:
                 f"algorithm.filter_groups.enable=True: is not supported with {em}.enable=true (episodes come "
                 "from the env managers' own dataset, which the refill cannot draw from)"
             )
+        if config.trainer.launcher == "local":
+            problems.append(
+                f"{em}.enable=True: its rollout workers and scheduler are Ray actors, which "
+                "trainer.launcher='local' does not start; use trainer.launcher=ray"
+            )
         return problems
 
     def _run_round(

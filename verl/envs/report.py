@@ -3,15 +3,13 @@ hands every trajectory here; trajectories of other loops are no episodes and lea
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from verl.utils.fs import atomic_write_jsonl, read_jsonl
+from verl.utils.fs import append_jsonl, atomic_write_jsonl, read_jsonl
 
 
 def is_episode(trajectory) -> bool:
@@ -83,7 +81,4 @@ class CompletionsLog:
         if not records:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as f:
-            f.write("".join(json.dumps(r) + "\n" for r in records))
-            f.flush()
-            os.fsync(f.fileno())
+        append_jsonl(self.path, records)

@@ -1,4 +1,5 @@
-"""From a validated config to a finished run: data, reward, Ray, the worker group, the trainer."""
+"""From a validated config to a finished run: data, reward, the worker group (Ray actors, or one worker
+in this process with trainer.launcher=local), the trainer. Ray is imported only when the run uses it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import signal
 import sys
 from types import FrameType
 
-import ray
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from verl.config import ConfigError, PolicyIterationConfig
@@ -23,7 +23,7 @@ from verl.utils.cleanup import closed_after
 from verl.utils.reward_score import load_reward_function, math_verify
 from verl.utils.seeding import seed_everything
 from verl.workers.reward_manager import get_reward_manager
-from verl.workers.worker_group import ActorRolloutWorkerGroup
+from verl.workers.sharded_group import ShardedWorkerGroup
 
 TRAINERS = {"ppo": RayPPOTrainer, "delethink": RayDelethinkTrainer}
 
@@ -117,6 +117,8 @@ def load_data(config: PolicyIterationConfig, tokenizer) -> tuple[list[PromptItem
 
 
 def start_ray(config: PolicyIterationConfig) -> None:
+    import ray
+
     if not ray.is_initialized():
         if os.environ.get("RAY_ADDRESS"):
             ray.init()  # join the running cluster; it owns the resources
@@ -125,10 +127,24 @@ def start_ray(config: PolicyIterationConfig) -> None:
             ray.init(num_cpus=max(os.cpu_count() or 1, config.trainer.world_size), include_dashboard=False)
 
 
+def start_workers(config: PolicyIterationConfig, stop: SignalStop) -> ShardedWorkerGroup:
+    """The run's worker group: one worker in this process (trainer.launcher=local), or Ray actors."""
+    if config.trainer.launcher == "local":
+        from verl.workers.local_worker_group import LocalWorkerGroup
+
+        return LocalWorkerGroup(config)
+    from verl.workers.worker_group import ActorRolloutWorkerGroup
+
+    start_ray(config)
+    stop.install()  # Ray's core worker put in a SIGTERM handler that prints a crash dump and aborts
+    return ActorRolloutWorkerGroup(config)
+
+
 def run(config: PolicyIterationConfig) -> dict[str, float]:
     reason = unsupported_reason(config)
-    if reason:
-        raise SystemExit(f"cannot run here: {reason}. DRY_RUN=1 prints the run's plan.")
+    if reason:  # a config error this machine shows: reported as load_config's are, exit code 2
+        print(f"cannot run here: {reason}. DRY_RUN=1 prints the run's plan.", file=sys.stderr)
+        raise SystemExit(2)
     try:
         resume_from, notes = prepare_resume(config)
     except ResumeError as e:
@@ -145,9 +161,7 @@ def run(config: PolicyIterationConfig) -> dict[str, float]:
         reward_manager = get_reward_manager(config.reward_model.reward_manager)(tokenizer, compute_score)
         math_verify.set_pool_size(config.reward_model.scoring_processes)  # the reward manager scores here
 
-        start_ray(config)
-        stop.install()  # Ray's core worker put in a SIGTERM handler that prints a crash dump and aborts
-        workers = ActorRolloutWorkerGroup(config)
+        workers = start_workers(config, stop)
         with closed_after(workers.shutdown):  # a dead worker is reported, not the shutdown that then fails
             trainer = TRAINERS[config.trainer.name](
                 config, tokenizer, train_items, val_items, reward_manager, workers

@@ -47,7 +47,7 @@ def main(cfg: DictConfig) -> None:
         sys.exit(2)
     if dry_run:
         return
-    from verl.trainer.launch import run  # imports torch and Ray: only once the config is known to be good
+    from verl.trainer.launch import run  # imports torch (and Ray when used): only once the config is good
 
     run(config)
 

@@ -45,8 +45,8 @@ Terms, in bytes:
                     (written chunk by chunk), and 2K there with an entropy bonus (actor.entropy_coeff
                     != 0: softmax and its log both). Measured as peak resident memory on CPU by
                     benchmarks/logits_memory.py.
-  reference model   4Ψ in every phase with use_kl_loss (loaded unsharded, in float32); none with LoRA
-                    (the reference is the actor with its adapters off).
+  reference model   bΨ in every phase with use_kl_loss (unsharded and frozen, in the compute dtype); none
+                    with LoRA (the reference is the actor with its adapters off).
   critic            with algorithm.adv_estimator=gae, the value model's own weights shard, gradients
                     and Adam moments, 16Ψ/W in every phase (8Ψ/W with critic.fsdp_config.
                     optimizer_offload, 0 with its param_offload), Ψ the actor's (the critic is the
@@ -208,7 +208,7 @@ class MemorySettings:
     param_offload: bool  # shard, gradients and Adam moments on the CPU (FSDP2 CPUOffloadPolicy)
     optimizer_offload: bool  # Adam moments on the CPU outside the update
     gradient_checkpointing: bool  # keep only each block's input; recompute the rest in backward
-    use_kl_loss: bool  # an unsharded float32 reference model on every rank
+    use_kl_loss: bool  # an unsharded reference model in the compute dtype on every rank
     entropy_bonus: bool  # actor.entropy_coeff != 0: the entropy's gradient takes a second chunk buffer
     update: MicroBatch  # the update's largest micro-batch
     log_prob: MicroBatch  # the old (and reference) log-prob pass's largest micro-batch
@@ -282,7 +282,7 @@ def estimate_memory(shape: ModelShape, s: MemorySettings) -> MemoryEstimate:
         update_acts = n_update * layers * hidden * b + n_update * a
     else:
         update_acts = n_update * layers * a
-    reference = MASTER_BYTES * psi if s.use_kl_loss and not s.lora_params else 0.0
+    reference = b * psi if s.use_kl_loss and not s.lora_params else 0.0
     critic = 0.0
     if s.critic and not s.critic_param_offload:
         critic_trained = s.critic_lora_params or psi

@@ -16,7 +16,8 @@ def describe_plan(config: PolicyIterationConfig) -> str:
     rows = [
         ("experiment", f"{tr.project_name}/{tr.experiment_name} (group {tr.group}), trainer {tr.name}"),
         ("model", arr.model.path),
-        ("hardware", f"{tr.nnodes} node(s) x {tr.n_gpus_per_node} {tr.device} = {tr.world_size} worker(s)"),
+        ("hardware", f"{tr.nnodes} node(s) x {tr.n_gpus_per_node} {tr.device} = {tr.world_size} worker(s), "
+                     + ("in this process (launcher local)" if tr.launcher == "local" else "Ray actors")),
         ("rollout engine", rollout.name),
         ("steps", f"{tr.total_training_steps}, validate every {tr.test_freq}, save every {tr.save_freq}"),
         ("batch", f"{data.train_batch_size} prompts x {rollout.n} samples = {trajectories} trajectories"),

@@ -36,6 +36,7 @@ MAY_CHANGE = (
     "trainer.resume_mode",
     "trainer.resume_from_path",
     "trainer.overwrite",
+    "trainer.launcher",  # one rank in-process or as a Ray actor: the same run (tests/test_local_launcher.py)
     "actor_rollout_ref.actor.optim.",
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
     "actor_rollout_ref.actor.use_dynamic_bsz",

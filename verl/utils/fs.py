@@ -1,9 +1,16 @@
-"""Writes that never leave a half-written file behind: write a temp file, then rename over."""
+"""Files the project writes and reads back: writes that never leave a half-written file behind (a temp
+file, then a rename), and JSON Lines that survive whatever text a model writes.
+
+JSON Lines here means records separated by b"\n" alone. A reader must not split on anything else:
+model text holds U+2028, U+0085, \x1c and other characters that `str.splitlines()` also breaks on,
+and JSON keeps them raw inside a string (only \n, \r and the other C0 controls are escaped).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -18,7 +25,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.chmod(tmp, 0o644)  # mkstemp creates 0600; these files are meant to be read by others
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -28,13 +35,54 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         raise
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_json(value: Any, **dumps_kwargs: Any) -> str:
+    """JSON text that can always be written as UTF-8, non-ASCII kept readable. A lone surrogate (text
+    cut between the halves of a pair) has no UTF-8 form, so it is written as its JSON escape, which
+    json.loads reads back as the same character; only a string can hold one, so the escape is valid.
+    (Two that form a high-low pair read back as the one character the pair encodes.)"""
+    text = json.dumps(value, ensure_ascii=False, **dumps_kwargs)
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def jsonl_lines(records: Iterable[dict[str, Any]]) -> str:
+    """Records as JSON Lines, one line each."""
+    return "".join(utf8_json(r) + "\n" for r in records)
+
+
 def atomic_write_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    atomic_write_text(path, jsonl_lines(records))
 
 
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+def append_jsonl(path: str | Path, records: Iterable[dict[str, Any]]) -> None:
+    """Append whole lines and fsync, for logs that grow a step at a time (metrics.jsonl and friends)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(jsonl_lines(records))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of every non-blank line of a JSON Lines file, split on b"\\n" only. A line
+    that is not UTF-8 or not JSON raises ValueError naming the file and the line."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path} line {number}: not UTF-8 (byte {e.start})") from None
+            if not text.strip():
+                continue
+            try:
+                yield number, json.loads(text)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path} line {number}: not JSON ({e.msg})") from None
+
+
+def read_jsonl(path: str | Path) -> list[Any]:
+    return [value for _, value in iter_jsonl(path)]
 
 
 @contextmanager

@@ -9,7 +9,6 @@ group so they sit side by side.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from verl.utils.fs import atomic_write_jsonl, read_jsonl
+from verl.utils.fs import append_jsonl, atomic_write_jsonl, read_jsonl
 
 CONSOLE_KEYS = (
     "train/score_mean",
@@ -73,7 +72,7 @@ class Tracking:
     def log(self, metrics: dict[str, Any], step: int) -> None:
         record = {"step": step, **{k: _jsonable(v) for k, v in metrics.items()}}
         if "jsonl" in self.loggers:
-            _append_jsonl(self.metrics_path, [record])
+            append_jsonl(self.metrics_path, [record])
         if "console" in self.loggers:
             shown = " ".join(f"{k}={metrics[k]:.4g}" for k in CONSOLE_KEYS if k in metrics)
             tqdm.write(f"step {step}: {shown}")
@@ -85,7 +84,7 @@ class Tracking:
         if not rows:
             return
         if "jsonl" in self.loggers:
-            _append_jsonl(self.generations_path, rows)
+            append_jsonl(self.generations_path, rows)
         if self.wandb_run is not None:
             import wandb
 
@@ -116,10 +115,3 @@ def generation_table(rows: list[dict[str, Any]]) -> tuple[list[str], list[list[A
         for r in rows
     ]
     return columns, data
-
-
-def _append_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
-    with path.open("a") as f:
-        f.writelines(json.dumps(r) + "\n" for r in records)
-        f.flush()
-        os.fsync(f.fileno())

@@ -51,6 +51,7 @@ from verl.data.rl_dataset import PromptItem
 from verl.envs.base import close_open_envs
 from verl.envs.plugins import import_plugins
 from verl.models import lora
+from verl.utils.peak_memory import DevicePhasePeaks
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.critic.dp_critic import DataParallelPPOCritic
 
@@ -125,10 +126,13 @@ class EngineThread:
 
 def move_optimizer_state(optimizer: torch.optim.Optimizer, device: torch.device | str) -> None:
     """Optimizer offload: AdamW's moments live on CPU between updates and visit the GPU for a step."""
+    # A non-blocking copy to the CPU may not have landed when the CPU reads it (a checkpoint right
+    # after the update); towards the GPU, later kernels on the stream wait for it.
+    non_blocking = torch.device(device).type == "cuda"
     for state in optimizer.state.values():
         for key, value in state.items():
             if isinstance(value, torch.Tensor):
-                state[key] = value.to(device, non_blocking=True)
+                state[key] = value.to(device, non_blocking=non_blocking)
 
 
 @contextlib.contextmanager
@@ -190,6 +194,7 @@ class ActorRolloutRefWorker:
         self.on_gpu = config.trainer.device == "cuda"
         # Ray gives each GPU rank exactly one visible device
         self.device = torch.device("cuda", 0) if self.on_gpu else torch.device("cpu")
+        self.memory_peaks = DevicePhasePeaks(self.device)  # reported with the update's metrics
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1))))
 
     def rendezvous_address(self) -> tuple[str, int]:
@@ -203,6 +208,8 @@ class ActorRolloutRefWorker:
 
         config = self.config
         ref_cfg = config.actor_rollout_ref
+        if self.on_gpu:
+            torch.cuda.set_device(self.device)  # NCCL and the device mesh take the current device
         if not dist.is_initialized():
             dist.init_process_group(
                 "nccl" if self.on_gpu else "gloo", rank=self.rank, world_size=self.world_size,
@@ -227,11 +234,14 @@ class ActorRolloutRefWorker:
         )  # fmt: skip
         self.ref = None
         if ref_cfg.actor.use_kl_loss or config.algorithm.use_kl_in_reward:
-            # LoRA: the actor itself, its adapters off while it computes reference log-probs
-            ref_model = self.model if ref_cfg.model.lora_rank else (
-                load_causal_lm(ref_cfg.model.path, ref_cfg.model.attn_implementation)
-                .to(self.device).eval().requires_grad_(False)
-            )  # fmt: skip
+            if ref_cfg.model.lora_rank:  # the actor itself, its adapters off for reference log-probs
+                ref_model = self.model
+            else:
+                ref_model = load_causal_lm(ref_cfg.model.path, ref_cfg.model.attn_implementation)
+                # frozen, so no float32 master copy: it computes in the actor's dtype (flash-attention
+                # takes no float32), and its log-probs compare with the actor's at the same precision
+                compute_dtype = getattr(torch, ref_cfg.actor.fsdp_config.param_dtype)
+                ref_model = ref_model.to(self.device, compute_dtype).eval().requires_grad_(False)
             self.ref = DataParallelPPOActor(
                 ref_model, None, ref_cfg.actor, ref_cfg.rollout.temperature, config.thinking_budget,
                 use_remove_padding=ref_cfg.model.use_remove_padding,
@@ -276,11 +286,12 @@ class ActorRolloutRefWorker:
     async def generate(
         self, items: list[PromptItem], sampling_params: list[SamplingParams]
     ) -> list[Trajectory]:
-        if self.engine_thread is not None:
-            return await self.engine_thread.run(
-                lambda: run_agent_loops(self.agent_loop, items, sampling_params)
-            )
-        return await run_agent_loops(self.agent_loop, items, sampling_params)
+        with self.memory_peaks.phase("generation"):
+            if self.engine_thread is not None:
+                return await self.engine_thread.run(
+                    lambda: run_agent_loops(self.agent_loop, items, sampling_params)
+                )
+            return await run_agent_loops(self.agent_loop, items, sampling_params)
 
     async def generate_one(self, prompt_ids: list[int], sampling_params: SamplingParams) -> GenerateOutput:
         """One engine request, batched with whatever else is in flight (for environment rollout workers).
@@ -303,11 +314,12 @@ class ActorRolloutRefWorker:
         return {k: v.to(self.device) for k, v in batch.items()}
 
     def compute_log_prob(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.actor.compute_log_prob(
-            self._to_device(batch),
-            self.config.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu,
-            max_token_len=self.config.actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu,
-        ).cpu()
+        with self.memory_peaks.phase("log_prob"):
+            return self.actor.compute_log_prob(
+                self._to_device(batch),
+                self.config.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu,
+                max_token_len=self.config.actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu,
+            ).cpu()
 
     def compute_ref_log_prob(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.ref is None:
@@ -315,7 +327,7 @@ class ActorRolloutRefWorker:
                 "no reference policy: actor_rollout_ref.actor.use_kl_loss and "
                 "algorithm.use_kl_in_reward are both false"
             )
-        with lora.reference_policy(self.ref.model):
+        with self.memory_peaks.phase("ref_log_prob"), lora.reference_policy(self.ref.model):
             return self.ref.compute_log_prob(
                 self._to_device(batch),
                 self.config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu,
@@ -338,7 +350,21 @@ class ActorRolloutRefWorker:
     ) -> dict[str, float]:
         """One step's updates: the critic's (gae), then the actor's, in one window in which a colocated
         engine has given its memory to training (rollout.free_cache_engine); the engine then takes the
-        actor's weights. The critic's share of the time comes back as timing/update_critic_s."""
+        actor's weights. The critic's share of the time comes back as timing/update_critic_s, and on
+        CUDA this rank's peak memory per phase since the last update as perf/max_memory_*."""
+        with self.memory_peaks.phase("update"):
+            metrics = self._update(batch, num_mini_batches, correction_ratio, actor=actor, critic=critic)
+        return {**metrics, **self.memory_peaks.report()}
+
+    def _update(
+        self,
+        batch: dict[str, torch.Tensor],
+        num_mini_batches: int,
+        correction_ratio: float,
+        *,
+        actor: bool,
+        critic: bool,
+    ) -> dict[str, float]:
         ref_cfg = self.config.actor_rollout_ref
         release = ref_cfg.rollout.free_cache_engine
         if release:
@@ -366,7 +392,8 @@ class ActorRolloutRefWorker:
         return self.critic
 
     def compute_values(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self._require_critic().compute_values(self._to_device(batch)).cpu()
+        with self.memory_peaks.phase("values"):
+            return self._require_critic().compute_values(self._to_device(batch)).cpu()
 
     # checkpoints -----------------------------------------------------------------------------
     def save_checkpoint(self, directory: str) -> None:

@@ -10,7 +10,6 @@ all of the file: ~100 MB for that step; benchmarks/viewer_scale.py).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from verl.tools.viewer.runs import Trace
 from verl.tools.viewer.spans import TextPiece, answer_marks, mark_text, trace_pieces
 from verl.tools.viewer.tokens import TokenBytes
+from verl.utils.fs import utf8_json
 
 ASSETS = Path(__file__).resolve().parent
 
@@ -69,7 +69,7 @@ def detail(trace: Trace, token_bytes: TokenBytes | None) -> dict[str, Any]:
 
 def script_json(element_id: str, value: Any) -> str:
     # "<" escaped so that no text in a trace can close the <script> element or open a comment
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    text = utf8_json(value, separators=(",", ":")).replace("<", "\\u003c")
     return f'<script type="application/json" id="{element_id}">{text}</script>\n'
 
 

@@ -10,13 +10,13 @@ A missing or malformed field raises ValueError naming the file and the row.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from verl.utils.fs import iter_jsonl
 from verl.utils.reward_score.boxed import extract_final_answer
 
 STEP_FILE = re.compile(r"step_(\d+)\.jsonl")
@@ -65,16 +65,7 @@ class Row:
 
 
 def read_rows(path: Path) -> list[Row]:
-    rows = []
-    for line, text in enumerate(path.read_text().splitlines(), start=1):
-        if not text.strip():
-            continue
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} line {line}: not JSON ({e.msg})") from None
-        rows.append(Row(f"{path} line {line}", data))
-    return rows
+    return [Row(f"{path} line {line}", data) for line, data in iter_jsonl(path)]
 
 
 def _chunk(r: Row) -> Chunk:

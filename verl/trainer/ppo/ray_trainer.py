@@ -57,7 +57,7 @@ from verl.utils.fs import atomic_write_jsonl, atomic_write_text
 from verl.utils.reward_score.boxed import extract_final_answer
 from verl.utils.seeding import derive_seed
 from verl.utils.tracking import Tracking
-from verl.workers.worker_group import ActorRolloutWorkerGroup
+from verl.workers.sharded_group import ShardedWorkerGroup
 
 # remax's greedy rollouts draw nothing, but a seed of their own keeps them off the engine's seed generator,
 # which seedless requests draw from
@@ -122,7 +122,7 @@ class RayPPOTrainer:
         train_items: list[PromptItem],
         val_items: list[PromptItem],
         reward_manager,
-        workers: ActorRolloutWorkerGroup,
+        workers: ShardedWorkerGroup,
     ) -> None:
         self.config = config
         self.tokenizer = tokenizer

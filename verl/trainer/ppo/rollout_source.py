@@ -16,8 +16,8 @@ from verl.core.trajectory import Trajectory
 from verl.data.rl_dataset import DataOrder, PromptItem
 from verl.utils.seeding import derive_seed
 
-if TYPE_CHECKING:  # not at run time: the config checks import this module and must not start Ray
-    from verl.workers.worker_group import ActorRolloutWorkerGroup
+if TYPE_CHECKING:  # not at run time: the config checks import this module, which stays free of torch
+    from verl.workers.sharded_group import ShardedWorkerGroup
 
 VALIDATION_SEED_STREAM = 7919  # validation samples draw from their own seed stream, fixed across steps
 
@@ -27,7 +27,7 @@ class RolloutSource(Protocol):
     def from_run(
         cls,
         config: PolicyIterationConfig,
-        workers: ActorRolloutWorkerGroup,
+        workers: ShardedWorkerGroup,
         train_items: list[PromptItem],
         val_items: list[PromptItem],
     ) -> RolloutSource:
@@ -55,7 +55,7 @@ class WorkerRollout:
     def __init__(
         self,
         config: PolicyIterationConfig,
-        workers: ActorRolloutWorkerGroup,
+        workers: ShardedWorkerGroup,
         train_items: list[PromptItem],
         val_items: list[PromptItem],
     ) -> None:
@@ -70,7 +70,7 @@ class WorkerRollout:
     def from_run(
         cls,
         config: PolicyIterationConfig,
-        workers: ActorRolloutWorkerGroup,
+        workers: ShardedWorkerGroup,
         train_items: list[PromptItem],
         val_items: list[PromptItem],
     ) -> WorkerRollout:
@@ -128,7 +128,7 @@ def rollout_source_class(config: PolicyIterationConfig) -> type[RolloutSource]:
 
 def make_rollout_source(
     config: PolicyIterationConfig,
-    workers: ActorRolloutWorkerGroup,
+    workers: ShardedWorkerGroup,
     train_items: list[PromptItem],
     val_items: list[PromptItem],
 ) -> RolloutSource:

@@ -234,7 +234,7 @@ class DataParallelPPOActor:
             batch, rows_per_micro, max_token_len, "log_prob_max_token_len_per_gpu"
         ):
             # an empty group keeps this rank in step with the others' forwards; its result is unused
-            mb = trim_padding_columns(select_rows(batch, torch.tensor(rows or [0])))
+            mb = trim_padding_columns(select_rows(batch, torch.tensor(rows or [0], device=out.device)))
             lp = core_algos.log_probs_from_logits(self._logits(mb)[0], mb["responses"], self.temperature)
             if rows:
                 out[torch.tensor(rows, device=out.device), : lp.shape[1]] = lp

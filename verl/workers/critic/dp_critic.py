@@ -88,7 +88,7 @@ class DataParallelPPOCritic:
         for rows in plan_micro_batches(
             batch, self.config.forward_micro_batch_size_per_gpu, self._token_budget()
         ):
-            mb = trim_padding_columns(select_rows(batch, torch.tensor(rows or [0])))
+            mb = trim_padding_columns(select_rows(batch, torch.tensor(rows or [0], device=out.device)))
             values = response_values(self.model, mb)
             if rows:
                 out[torch.tensor(rows, device=out.device), : values.shape[1]] = values

@@ -1,4 +1,4 @@
-"""A continuously batched rollout engine on plain HF transformers, for CPU runs.
+"""A continuously batched rollout engine on plain HF transformers, on the model's device (CPU or CUDA).
 
 Concurrent `generate` calls land in a pending queue. A background task on the caller's event loop
 runs the batch one step at a time. A step first admits pending requests into free rows (at most
@@ -14,6 +14,9 @@ group's samples) prefill it once and copy its keys and values, and a finished ro
 go to a prefix store (`prefix_store.py`) from which a later prompt that starts with the same tokens
 copies the common part (Delethink's next chunk: the question and the head of the thinking; a gym
 turn: the whole previous turn). The store empties when the engine goes idle.
+
+On CUDA the KV cache, the rows' sampling state and the sampling run on the model's device; the host
+keeps the request bookkeeping (token lists, cache row lengths) and reads each step's tokens once.
 """
 
 from __future__ import annotations
@@ -58,23 +61,24 @@ class _Rows:
     last_token: torch.Tensor  # what the row feeds to the next decode step
 
     @classmethod
-    def of(cls, requests: list[_Request]) -> _Rows:
+    def of(cls, requests: list[_Request], device: torch.device) -> _Rows:
         params = [r.params for r in requests]
         return cls(
-            seed=torch.tensor([r.seed for r in requests], dtype=torch.long),
-            temperature=torch.tensor([p.temperature for p in params], dtype=torch.float32),
-            top_p=torch.tensor([p.top_p for p in params], dtype=torch.float32),
-            top_k=torch.tensor([p.top_k for p in params], dtype=torch.long),
-            max_new_tokens=torch.tensor([p.max_new_tokens for p in params], dtype=torch.long),
-            ignore_eos=torch.tensor([p.ignore_eos for p in params], dtype=torch.bool),
-            num_sampled=torch.zeros(len(requests), dtype=torch.long),
-            last_token=torch.zeros(len(requests), dtype=torch.long),
+            seed=torch.tensor([r.seed for r in requests], dtype=torch.long, device=device),
+            temperature=torch.tensor([p.temperature for p in params], dtype=torch.float32, device=device),
+            top_p=torch.tensor([p.top_p for p in params], dtype=torch.float32, device=device),
+            top_k=torch.tensor([p.top_k for p in params], dtype=torch.long, device=device),
+            max_new_tokens=torch.tensor([p.max_new_tokens for p in params], dtype=torch.long, device=device),
+            ignore_eos=torch.tensor([p.ignore_eos for p in params], dtype=torch.bool, device=device),
+            num_sampled=torch.zeros(len(requests), dtype=torch.long, device=device),
+            last_token=torch.zeros(len(requests), dtype=torch.long, device=device),
         )
 
     def extended(self, other: _Rows) -> _Rows:
         return _Rows(*(torch.cat([getattr(self, f.name), getattr(other, f.name)]) for f in fields(self)))
 
     def selected(self, order: torch.Tensor) -> _Rows:
+        order = order.to(self.seed.device)
         return _Rows(*(getattr(self, f.name)[order] for f in fields(self)))
 
 
@@ -149,7 +153,8 @@ class HFRolloutEngine(RolloutEngine):
                 f"HFRolloutEngine supports full attention only; the model has {layer_types}"
             )
         self.model = model.eval()  # the engine owns this copy of the policy: no dropout while sampling
-        self.eos_token_ids = torch.tensor(list(eos_token_ids), dtype=torch.long)
+        self.device = model.get_input_embeddings().weight.device  # where the cache and sampling live
+        self.eos_token_ids = torch.tensor(list(eos_token_ids), dtype=torch.long, device=self.device)
         self.pad_token_id = pad_token_id
         self.max_num_seqs = max_num_seqs
         self.vocab_size = model.get_input_embeddings().num_embeddings
@@ -263,7 +268,7 @@ class HFRolloutEngine(RolloutEngine):
         leader_of = [i for i, group in enumerate(same_prompt.values()) for _ in group[1:]]
         first_row = len(self._running)
         self._running += leaders + followers
-        rows = _Rows.of(leaders + followers)
+        rows = _Rows.of(leaders + followers, self.device)
         self._rows = rows if self._rows is None else self._rows.extended(rows)
 
         prompts = [r.prompt_ids for r in leaders]
@@ -303,9 +308,10 @@ class HFRolloutEngine(RolloutEngine):
         self.num_forward_calls += 1
         self.max_rows_per_forward = max(self.max_rows_per_forward, input_ids.shape[0])
         out = self.model(
-            input_ids=input_ids,
-            attention_mask={"full_attention": mask},  # a prepared mask: the model builds none
-            position_ids=position_ids,
+            input_ids=input_ids.to(self.device),
+            # a prepared mask: the model builds none
+            attention_mask={"full_attention": None if mask is None else mask.to(self.device)},
+            position_ids=position_ids.to(self.device),
             past_key_values=self._cache,
             use_cache=True,
             logits_to_keep=1,

@@ -13,7 +13,9 @@ copied. Capacity doubles when the rows outgrow it (a handful of copies per batch
 follows the longest row rather than the largest budget a request asked for.
 
 The model calls `update` once per layer per forward; `begin_prefill` / `begin_decode` say what
-kind of forward comes next.
+kind of forward comes next. The buffers live on the model's device (its keys' device); the row
+lengths stay on the host, where the cache's sizes are decided, and the indices built from them move
+to the buffers' device before they index it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class _Prefill:
 
 @dataclass(frozen=True)
 class _Decode:
-    rows: torch.Tensor  # arange(running rows)
+    rows: torch.Tensor  # arange(running rows), on the buffers' device
+    columns: torch.Tensor  # each row's column for this step's token (its length), on the buffers' device
     width: int  # columns attended: the longest row plus the token written this step
 
 
@@ -82,9 +85,11 @@ class SlotKVCache(Cache):
         width = int(self.lengths.max()) + 1
         for layer_idx in range(len(self.keys)):
             self._reserve(layer_idx, self.num_rows, width)
-        self._next = _Decode(torch.arange(self.num_rows, device=self.lengths.device), width)
-        columns = torch.arange(width, device=self.lengths.device)
-        return (columns <= self.lengths.unsqueeze(-1))[:, None, None, :]
+        device = self.keys[0].device if self.keys else self.lengths.device  # decodes follow a prefill
+        lengths = self.lengths.to(device)
+        self._next = _Decode(torch.arange(self.num_rows, device=device), lengths, width)
+        columns = torch.arange(width, device=device)
+        return (columns <= lengths.unsqueeze(-1))[:, None, None, :]
 
     def end_decode(self) -> None:
         assert isinstance(self._next, _Decode)
@@ -109,8 +114,8 @@ class SlotKVCache(Cache):
             return keys[new_rows, :, :width], values[new_rows, :, :width]
         if isinstance(step, _Decode):
             keys, values = self.keys[layer_idx], self.values[layer_idx]
-            keys[step.rows, :, self.lengths] = key_states[:, :, 0]
-            values[step.rows, :, self.lengths] = value_states[:, :, 0]
+            keys[step.rows, :, step.columns] = key_states[:, :, 0]
+            values[step.rows, :, step.columns] = value_states[:, :, 0]
             return keys[: self.num_rows, :, : step.width], values[: self.num_rows, :, : step.width]
         raise RuntimeError("SlotKVCache.update called outside begin_prefill / begin_decode")
 
@@ -136,7 +141,7 @@ class SlotKVCache(Cache):
         for layer_idx in range(len(self.keys)):
             self._reserve(layer_idx, target.stop, used)
         for buffer in self.keys + self.values:
-            buffer[target, :, :used] = buffer[source, :, :used]
+            buffer[target, :, :used] = buffer[source.to(buffer.device), :, :used]
         self.lengths = torch.cat([self.lengths, self.lengths[source]])
 
     def rows(self, slots: list[int]) -> list[tuple[list[torch.Tensor], list[torch.Tensor]]]:
@@ -145,6 +150,8 @@ class SlotKVCache(Cache):
         index = torch.tensor(slots, dtype=torch.long)
         lengths = self.lengths[index].tolist()
         width = max(lengths)
+        if self.keys:
+            index = index.to(self.keys[0].device)
         keys = [k[index, :, :width] for k in self.keys]  # advanced indexing copies
         values = [v[index, :, :width] for v in self.values]
         return [
@@ -184,6 +191,6 @@ class SlotKVCache(Cache):
             source, target = torch.tensor(movers), torch.tensor(holes)
             used = int(self.lengths[source].max())
             for buffer in self.keys + self.values:
-                buffer[target, :, :used] = buffer[source, :, :used]
+                buffer[target.to(buffer.device), :, :used] = buffer[source.to(buffer.device), :, :used]
         self.lengths = self.lengths[torch.tensor(order, dtype=torch.long)]
         return order
