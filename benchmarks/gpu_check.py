@@ -274,7 +274,7 @@ def actor_section(smoke: bool, attn: str, device: torch.device, meter: Meter) ->
         for checkpointing in (True, False):
             config = actor_config(name, checkpointing, prompt, response, attn, device)
             case = ActorCase(name, checkpointing, prompt, response, config)
-            estimate = estimate_memory(shape, settings_from_config(config))
+            estimate = estimate_memory(shape, settings_from_config(config, shape))
             with one_rank_group(device):
                 measured = measure_actor(case, model_cfg, device, meter)
             release(device)
