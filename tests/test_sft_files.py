@@ -75,6 +75,18 @@ def sft_config(files: Path, *overrides: str) -> main_sft.SFTConfig:
         return main_sft.load_sft_config(compose(config_name="sft", overrides=base + list(overrides)))
 
 
+def resume_from_checkpoint(config, step_dir, tmp_path):
+    """main_sft as an interrupted run resumes: in tmp_path/resumed, a run directory holding only
+    `step_dir`, writing its output to tmp_path/out2. Returns the trainer section it ran with."""
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    shutil.copytree(step_dir, resumed / step_dir.name)
+    (resumed / "latest_checkpointed_iteration.txt").write_text(f"{step_dir.name.split('_')[-1]}\n")
+    trainer = dataclasses.replace(config.trainer, default_local_dir=str(resumed))
+    main_sft.run(dataclasses.replace(config, output_dir=str(tmp_path / "out2"), trainer=trainer))
+    return trainer
+
+
 def test_rows_become_the_rl_prompt_and_the_response_with_eos(tokenizer, tmp_path):
     row = math_row(0)
     chat = {
@@ -135,12 +147,8 @@ def test_jsonl_run_logs_validation_saves_a_loadable_model_and_resumes_to_the_sam
     assert not torch.equal(model.state_dict()[name], initial.state_dict()[name])
 
     # a run interrupted after its step-3 checkpoint, resumed: the same data, draws and final weights
+    trainer = resume_from_checkpoint(config, run / "global_step_3", tmp_path)
     resumed = tmp_path / "resumed"
-    resumed.mkdir()
-    shutil.copytree(run / "global_step_3", resumed / "global_step_3")
-    (resumed / "latest_checkpointed_iteration.txt").write_text("3\n")
-    trainer = dataclasses.replace(config.trainer, default_local_dir=str(resumed))
-    main_sft.run(dataclasses.replace(config, output_dir=str(tmp_path / "out2"), trainer=trainer))
     first, second = (
         load_file(tmp_path / "out" / "model.safetensors"),
         load_file(tmp_path / "out2" / "model.safetensors"),
@@ -356,12 +364,7 @@ def test_lora_sft_trains_adapters_exports_merged_and_resumes_to_the_same_adapter
         assert torch.equal(merged.state_dict()[name], initial.state_dict()[name])
     assert (run / "global_step_2" / "actor" / "lora_adapter" / "adapter_model.safetensors").is_file()
 
-    resumed = tmp_path / "resumed"
-    resumed.mkdir()
-    shutil.copytree(run / "global_step_2", resumed / "global_step_2")
-    (resumed / "latest_checkpointed_iteration.txt").write_text("2\n")
-    trainer = dataclasses.replace(config.trainer, default_local_dir=str(resumed))
-    main_sft.run(dataclasses.replace(config, output_dir=str(tmp_path / "out2"), trainer=trainer))
+    resume_from_checkpoint(config, run / "global_step_2", tmp_path)
     first, second = (
         (p / "lora_adapter" / "adapter_model.safetensors").read_bytes() for p in (out, tmp_path / "out2")
     )
