@@ -23,22 +23,9 @@ SIZE=${SIZE:-full}
 export RAY_AUTH_MODE=${RAY_AUTH_MODE:-disabled}
 export TOKENIZERS_PARALLELISM=false
 
-# B: LongCoT's budget. C = B/4, keep_head = one step (9 tokens), keep_tail = C/2 - 9, so m = C/2 and
-# I = 1 + (B - C)/(C - m) = 7 chunks give Delethink the same budget B.
-case $SIZE in
-  full) B=512 SFT_STEPS=1500 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 EVAL_N=4 PER_GROUP=48 TIMING=16 TIMING_REPEATS=3 ;;
-  demo) B=256 SFT_STEPS=900 LONG_START=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 EVAL_N=2 PER_GROUP=24 TIMING=8 TIMING_REPEATS=3 ;;
-  smoke) B=128 SFT_STEPS=4 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 EVAL_N=1 PER_GROUP=2 TIMING=2 TIMING_REPEATS=1 ;;
-  *) echo "SIZE must be full, demo or smoke, got '$SIZE'" >&2; exit 2 ;;
-esac
+source recipes/markovian_testbed/sizes.sh
 OUT=${OUT:-outputs/markovian_testbed_$SIZE}
 STEPS=${STEPS:-$STEPS_DEFAULT}
-C=$((B / 4)) HEAD=9
-TAIL=$((C / 2 - HEAD)) M=$((C / 2))
-I=$((1 + (B - C) / (C - M)))
-MIN_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(max(1, s($B) // 4))")
-MAX_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(s($B))")
-CONT_MAX_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(s(4 * $B))")
 echo "testbed $SIZE: B=$B; Delethink C=$C m=$HEAD+$TAIL I=$I; RL sizes $MIN_STEPS..$MAX_STEPS steps; out $OUT"
 
 needed() {  # needed OUTPUT: true if OUTPUT must be (re)built
@@ -93,13 +80,8 @@ done
 
 echo "== 3/4 evaluation"
 evaluate() {  # evaluate NAME MODEL MODE DATA [overrides...]: one main_eval call into $OUT/eval/NAME
-  local name=$1 model=$2 mode=$3 data=$4
-  shift 4
-  if needed "$OUT/eval/$name/summary.json"; then
-    "$PYTHON" -m verl.trainer.main_eval model_path="$model" mode="$mode" data_files=["$data"] \
-      output_dir="$OUT/eval/$name" sampling.n="$EVAL_N" sampling.temperature=1.0 pass_k=[1] \
-      max_prompt_length=$((C + 32)) delethink.chunk_size=$C delethink.keep_head=$HEAD \
-      delethink.keep_tail=$TAIL "$@"
+  if needed "$OUT/eval/$1/summary.json"; then
+    testbed_eval "$OUT/eval/$1" "$2" "$3" "$4" "$EVAL_N" "${@:5}"
   fi
 }
 # budgets B, 1.5B, 2B, 3B, 4B: LongCoT by length, Delethink by chunks (each adds C - m = C/2 tokens)

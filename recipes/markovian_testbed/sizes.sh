@@ -1,0 +1,27 @@
+# The testbed's sizes and its main_eval call, sourced by run.sh and lora_vs_full.sh so that both read the
+# same B, Delethink shape and RL batch (README.md next to this file says why each number is what it is).
+# Needs SIZE (full, demo or smoke) and PYTHON; sets the variables below and defines testbed_eval.
+
+# B: LongCoT's budget. C = B/4, keep_head = one step (9 tokens), keep_tail = C/2 - 9, so m = C/2 and
+# I = 1 + (B - C)/(C - m) = 7 chunks give Delethink the same budget B.
+case $SIZE in
+  full) B=512 SFT_STEPS=1500 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 EVAL_N=4 PER_GROUP=48 TIMING=16 TIMING_REPEATS=3 ;;
+  demo) B=256 SFT_STEPS=900 LONG_START=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 EVAL_N=2 PER_GROUP=24 TIMING=8 TIMING_REPEATS=3 ;;
+  smoke) B=128 SFT_STEPS=4 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 EVAL_N=1 PER_GROUP=2 TIMING=2 TIMING_REPEATS=1 ;;
+  *) echo "SIZE must be full, demo or smoke, got '$SIZE'" >&2; exit 2 ;;
+esac
+C=$((B / 4)) HEAD=9
+TAIL=$((C / 2 - HEAD)) M=$((C / 2))
+I=$((1 + (B - C) / (C - M)))
+MIN_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(max(1, s($B) // 4))")
+MAX_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(s($B))")
+CONT_MAX_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(s(4 * $B))")
+
+testbed_eval() {  # testbed_eval OUT_DIR MODEL MODE DATA SAMPLES [overrides...]: one main_eval call, T = 1
+  local out=$1 model=$2 mode=$3 data=$4 samples=$5
+  shift 5
+  "$PYTHON" -m verl.trainer.main_eval model_path="$model" mode="$mode" data_files=["$data"] \
+    output_dir="$out" sampling.n="$samples" sampling.temperature=1.0 pass_k=[1] \
+    max_prompt_length=$((C + 32)) delethink.chunk_size=$C delethink.keep_head=$HEAD \
+    delethink.keep_tail=$TAIL "$@"
+}
