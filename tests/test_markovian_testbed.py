@@ -1,8 +1,10 @@
 """The Markovian testbed recipe: its claim checks on hand-made evaluation summaries, its evaluation data,
-and (slow) the whole recipe at its smoke size, which must write the report with every table."""
+the LoRA table's accuracies and standard errors on hand-made samples, and (slow) the whole recipe at its
+smoke size, which must write the report with every table."""
 
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -24,6 +26,7 @@ def load(name: str):
 
 
 report = load("report")
+lora_table = load("lora_table")
 
 
 def summary(
@@ -139,6 +142,49 @@ def test_eval_data_groups_and_timing_problems(tmp_path):
     train = {json.loads(line)["prompt"][0]["content"] for line in (tmp_path / "train.jsonl").open()}
     questions = [r["prompt"][0]["content"] for r in rows + timing]
     assert len(set(questions)) == len(questions) and not set(questions) & train
+
+
+def test_eval_data_at_b_alone_has_no_past_budget_or_timing_problems(tmp_path):
+    sr.write_dataset(tmp_path, train_size=20, val_size=2, min_steps=3, max_steps=13, seed=0)
+    load("make_eval_data").main(
+        ["--out", str(tmp_path), "--budget", "128", "--min-steps", "3", "--train-data",
+         str(tmp_path / "train.jsonl"), "--per-group", "4", "--past-per-group", "0", "--timing-problems", "0"]
+    )  # fmt: skip
+    rows = [json.loads(line) for line in (tmp_path / "eval.jsonl").open()]
+    assert [r["data_source"] for r in rows] == [report.TRAINED] * 4
+    assert [r["extra_info"]["num_steps"] for r in rows] == [3, 6, 10, 13]  # 3 + round(i * 10 / 3)
+    assert (tmp_path / "timing.jsonl").read_text() == ""
+
+
+def sample(mode: str, budget: int, problem: int, score: float) -> dict:
+    return {"mode": mode, "thinking_budget": budget, "problem_index": problem, "score": score}
+
+
+def test_lora_table_accuracy_standard_error_and_paired_gain():
+    warm_rows = [sample("longcot", 256, p, s) for p, s in ((0, 1), (0, 1), (1, 0), (1, 1), (2, 0), (2, 0))]
+    others = [sample("delethink", 256, 0, 0), sample("longcot", 512, 3, 1)]  # another run in the same file
+    warm = lora_table.problem_scores(warm_rows + others, "longcot", 256)
+    assert warm == {0: [1.0, 1.0], 1: [0.0, 1.0], 2: [0.0, 0.0]}
+    # per-problem means 1, 0.5, 0: mean 0.5, standard deviation 0.5, standard error 0.5 / sqrt(3)
+    assert lora_table.accuracy(warm) == pytest.approx((0.5, 0.5 / math.sqrt(3)))
+    run = {0: [1.0, 1.0], 1: [1.0, 1.0], 2: [0.0, 1.0]}
+    # differences 0, 0.5, 0.5: mean 1/3, standard deviation sqrt(1/12), standard error 1/6
+    assert lora_table.paired_gain(run, warm) == pytest.approx((1 / 3, 1 / 6))
+    assert lora_table.fmt(lora_table.paired_gain(run, warm), signed=True) == "+0.333 ± 0.167"
+    with pytest.raises(ValueError, match="different problems: 2 against 3"):
+        lora_table.paired_gain({0: [1.0], 1: [1.0]}, warm)
+    assert math.isnan(lora_table.mean_and_standard_error([1.0])[1])
+
+
+def test_lora_table_labels_a_run_by_its_saved_config(tmp_path):
+    for name, rank in (("full", 0), ("lora", 16)):
+        (tmp_path / name / ".hydra").mkdir(parents=True)
+        (tmp_path / name / ".hydra" / "config.yaml").write_text(
+            f"actor_rollout_ref:\n  model: {{lora_rank: {rank}, lora_alpha: 32.0}}\n"
+            "  actor: {optim: {lr: 1.0e-4}}\n"
+        )
+    assert lora_table.run_label(tmp_path / "full") == "full RL, lr 0.0001"
+    assert lora_table.run_label(tmp_path / "lora") == "LoRA r 16 (alpha 32), lr 0.0001"
 
 
 @pytest.mark.slow

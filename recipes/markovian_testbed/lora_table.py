@@ -1,86 +1,134 @@
-"""The LoRA-RL against full-RL table of `lora_vs_full.sh`, from what the two recipe runs wrote.
+"""The LoRA-RL against full-RL table of `lora_vs_full.sh`, from what its runs and evaluations wrote.
 
-    python recipes/markovian_testbed/lora_table.py --full OUT --lora OUT_LORA --budget 256 --rank 16 --lr 1e-4
+    python recipes/markovian_testbed/lora_table.py --full OUT --lora OUT_LORA [--lora OUT_LORA2 ...] \\
+        --budget 256 --cost OUT/lora_cost_r16.json --out OUT_LORA/lora_vs_full.md
 
-Per environment: held-out accuracy at B on problems of the trained sizes (main_eval's mean@N, the
-report's claim (a) numbers; the warm start's from the probe, or --warm-start-eval), the RL update time
-per step (median of `timing/update_s` over the run's steps), and from `OUT_LORA/lora_cost.json`
-(lora_cost.py) the peak resident memory and update time of one LongCoT RL step measured in a process of
-its own, and the trainable parameters. Writes OUT_LORA/lora_vs_full.md and prints it.
+Per environment and run (the warm start, full RL, each LoRA run): held-out accuracy at B on the held-out
+evaluation of lora_vs_full.sh (eval/heldout_*: the warm start's from the probe) with its standard error
+over problems, the gain over the warm start paired by problem (every run samples problem p's sample j with
+the same seed, so the difference of per-problem means is much less noisy than either accuracy), and the
+RL update time per step (median of `timing/update_s` over the run's steps). From the --cost file
+(lora_cost.py): the trainable parameters, peak resident memory and update time of one LongCoT RL step,
+each measured in a process of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
-import sys
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # report.py, next to this file
+from omegaconf import OmegaConf
 
-from report import TRAINED, accuracy_by_budget, load_summary, metric_name  # noqa: E402
-
-from verl.utils.fs import atomic_write_text, read_jsonl  # noqa: E402
+from verl.utils.fs import atomic_write_text, read_jsonl
 
 ENVIRONMENTS = {"longcot": "LongCoT", "delethink": "Delethink"}
 
 
-def accuracy(root: Path, name: str, mode: str, budget: int) -> str:
-    summary = load_summary(root, name)
-    if summary is None:
-        return "-"
-    value = accuracy_by_budget(summary, mode, TRAINED).get(budget)
-    return "-" if value is None else f"{value:.3f} ({metric_name(summary)})"
+def problem_scores(samples: Iterable[dict], mode: str, budget: int) -> dict[int, list[float]]:
+    """Each problem's sample scores in the `mode` run at thinking budget `budget` of a samples.jsonl."""
+    scores: dict[int, list[float]] = defaultdict(list)
+    for s in samples:
+        if s["mode"] == mode and s["thinking_budget"] == budget:
+            scores[s["problem_index"]].append(float(s["score"]))
+    return dict(scores)
+
+
+def mean_and_standard_error(values: Sequence[float]) -> tuple[float, float]:
+    """The mean and its standard error (sample standard deviation over sqrt(n); nan below two values)."""
+    mean = statistics.fmean(values)
+    return mean, statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+
+
+def accuracy(scores: dict[int, list[float]]) -> tuple[float, float]:
+    """Accuracy over problems (each problem's mean over its samples, so every problem weighs the same) and
+    its standard error over problems: it counts the spread of difficulty, not only the sampling noise."""
+    return mean_and_standard_error([statistics.fmean(s) for s in scores.values()])
+
+
+def paired_gain(run: dict[int, list[float]], base: dict[int, list[float]]) -> tuple[float, float]:
+    """Mean and standard error of the per-problem accuracy differences run - base (same problems)."""
+    if run.keys() != base.keys():
+        raise ValueError(f"different problems: {len(run)} against {len(base)}")
+    return mean_and_standard_error([statistics.fmean(run[p]) - statistics.fmean(base[p]) for p in run])
+
+
+def run_label(run_dir: Path) -> str:
+    """'full RL, lr 1e-05' or 'LoRA r 16 (alpha 32), lr 0.0001', from the run's saved Hydra config."""
+    model = OmegaConf.load(run_dir / ".hydra" / "config.yaml").actor_rollout_ref
+    lr = f"lr {model.actor.optim.lr:g}"
+    if model.model.lora_rank:
+        return f"LoRA r {model.model.lora_rank} (alpha {model.model.lora_alpha:g}), {lr}"
+    return f"full RL, {lr}"
 
 
 def update_seconds(run_dir: Path) -> str:
-    path = run_dir / "metrics.jsonl"
-    times = (
-        [m["timing/update_s"] for m in read_jsonl(path) if "timing/update_s" in m] if path.is_file() else []
-    )
+    times = [m["timing/update_s"] for m in read_jsonl(run_dir / "metrics.jsonl") if "timing/update_s" in m]
     return f"{statistics.median(times):.2f} s" if times else "-"
+
+
+def heldout(root: Path, name: str, mode: str, budget: int) -> dict[int, list[float]]:
+    path = root / "eval" / name / "samples.jsonl"
+    scores = problem_scores(read_jsonl(path), mode, budget)
+    if not scores:
+        raise SystemExit(f"{path}: no {mode} samples at budget {budget}")
+    return scores
+
+
+def fmt(value: tuple[float, float], signed: bool = False) -> str:
+    return f"{value[0]:{'+' if signed else ''}.3f} ± {value[1]:.3f}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", type=Path, required=True)
-    parser.add_argument("--lora", type=Path, required=True)
+    parser.add_argument("--full", type=Path, required=True, help="run.sh's output with the full-RL runs")
+    parser.add_argument("--lora", type=Path, action="append", required=True, help="a LoRA run.sh output")
     parser.add_argument("--budget", type=int, required=True)
-    parser.add_argument("--rank", type=int, required=True)
-    parser.add_argument("--lr", required=True)
-    parser.add_argument(
-        "--warm-start-eval", default="probe_sft", help="the eval/ directory of FULL with the warm start at B"
-    )
+    parser.add_argument("--cost", type=Path, help="lora_cost.py's output")
+    parser.add_argument("--out", type=Path, help="where to write the table (markdown)")
     args = parser.parse_args()
-    lines = [
-        f"# LoRA-RL (rank {args.rank}, alpha {2 * args.rank}, lr {args.lr}) against full RL, same warm start",
-        "",
-        f"| environment | warm start at B = {args.budget} | full RL at B | LoRA-RL at B "
-        "| RL update per step, full | RL update per step, LoRA |",
-        "|---|---|---|---|---|---|",
-    ]  # fmt: skip
+    lines = [f"# LoRA-RL against full RL from the same warm start (B = {args.budget})", ""]
+    rows = [
+        "| environment | run | held-out accuracy at B | gain over the warm start (paired) "
+        "| RL update per step |",
+        "|---|---|---|---|---|",
+    ]
     for mode, label in ENVIRONMENTS.items():
-        probe = accuracy(args.full, args.warm_start_eval, mode, args.budget)
-        full = accuracy(args.full, f"{mode}_rl", mode, args.budget)
-        lora = accuracy(args.lora, f"{mode}_rl", mode, args.budget)
-        full_s, lora_s = update_seconds(args.full / mode), update_seconds(args.lora / mode)
-        lines.append(f"| {label} | {probe} | {full} | {lora} | {full_s} | {lora_s} |")
-    cost_path = args.lora / "lora_cost.json"
-    if cost_path.is_file():
-        cost = json.loads(cost_path.read_text())
+        warm = heldout(args.full, "heldout_sft", mode, args.budget)
+        rows.append(f"| {label} | warm start | {fmt(accuracy(warm))} | | |")
+        for root in (args.full, *args.lora):
+            scores = heldout(root, f"heldout_{mode}_rl", mode, args.budget)
+            run = root / mode
+            rows.append(
+                f"| {label} | {run_label(run)} | {fmt(accuracy(scores))} | "
+                f"{fmt(paired_gain(scores, warm), signed=True)} | {update_seconds(run)} |"
+            )
+    samples = len(next(iter(warm.values())))
+    lines += [
+        f"Held-out: {len(warm)} problems of the trained sizes x {samples} samples at T = 1; accuracy ± one "
+        "standard error over problems.",
+        "",
+        *rows,
+    ]
+    if args.cost:
+        cost = json.loads(args.cost.read_text())
         lines += [
             "", "One LongCoT RL step in a process of its own (lora_cost.py):", "",
             "| | trainable parameters | peak resident memory | update (median) |", "|---|---|---|---|",
         ]  # fmt: skip
-        for mode in ("full", "lora"):
-            r = cost[mode]
+        for kind in ("full", "lora"):
+            r = cost[kind]
             lines.append(
-                f"| {mode} | {r['trainable']:,} | {r['peak_rss_gib']:.2f} GiB | "
+                f"| {kind} | {r['trainable']:,} | {r['peak_rss_gib']:.2f} GiB | "
                 f"{statistics.median(r['update_s']):.2f} s |"
             )
     text = "\n".join(lines) + "\n"
-    atomic_write_text(args.lora / "lora_vs_full.md", text)
+    if args.out:
+        atomic_write_text(args.out, text)
     print(text)
 
 

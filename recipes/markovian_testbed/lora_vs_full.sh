@@ -1,28 +1,31 @@
 #!/usr/bin/env bash
 # LoRA-RL against full RL on the Markovian testbed, from the same warm start, same steps and seed:
 #   1. run.sh at $SIZE into $FULL: the warm start, full LongCoT-RL and Delethink-RL, evaluation, report
-#      (stages whose output exists are skipped)
+#      (stages whose output exists are skipped: put a warm start in $FULL/sft to start RL from it)
 #   2. run.sh into $LORA_OUT on the same init/data/warm start (linked, not redone) with the actor's LoRA
 #      keys: LoRA-RL in both environments, the same evaluation and report
-#   3. lora_cost.py: peak resident memory and update time of one RL step, full against LoRA
-#   4. lora_table.py: the table (held-out accuracy at B, update time per step, peak RSS, trainable
-#      parameters) into $LORA_OUT/lora_vs_full.md
+#   3. the held-out evaluation at B alone: $HELDOUT problems of the trained sizes (another seed than the
+#      recipe's 24 or 48, which at a few samples each cannot tell a gain of a few points from noise),
+#      $HELDOUT_N samples each at T = 1, of the warm start (the probe: LongCoT and Delethink inference)
+#      and of the four RL checkpoints; every run samples problem p's sample j with the same seed
+#   4. lora_cost.py: peak resident memory and update time of one RL step, full against LoRA (once per rank)
+#   5. lora_table.py: the table (held-out accuracy at B with standard errors, update time per step, peak
+#      RSS, trainable parameters) into $LORA_OUT/lora_vs_full.md
+# A learning-rate sweep is this script once per LORA_LR: each LoRA run has its own $LORA_OUT.
 # Usage: [PYTHON=.venv/bin/python] [SIZE=demo] [FULL=DIR] [LORA_OUT=DIR] [RANK=16] [LORA_LR=1e-4] \
-#        bash recipes/markovian_testbed/lora_vs_full.sh
+#        [HELDOUT=192] [HELDOUT_N=4] [STEPS=N] bash recipes/markovian_testbed/lora_vs_full.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python}
 SIZE=${SIZE:-demo}
+source recipes/markovian_testbed/sizes.sh
 FULL=${FULL:-outputs/markovian_testbed_$SIZE}
 RANK=${RANK:-16}
 LORA_LR=${LORA_LR:-1e-4}
 LORA_OUT=${LORA_OUT:-${FULL}_lora_r${RANK}_lr${LORA_LR}}
-case $SIZE in
-  full) B=512 PROMPTS=16 SAMPLES=8 ;;
-  demo) B=256 PROMPTS=8 SAMPLES=8 ;;
-  smoke) B=128 PROMPTS=2 SAMPLES=2 ;;
-  *) echo "SIZE must be full, demo or smoke, got '$SIZE'" >&2; exit 2 ;;
-esac
+HELDOUT=${HELDOUT:-192}
+HELDOUT_N=${HELDOUT_N:-4}
+final=global_step_${STEPS:-$STEPS_DEFAULT}
 
 echo "== full RL into $FULL"
 PYTHON=$PYTHON SIZE=$SIZE OUT=$FULL bash recipes/markovian_testbed/run.sh
@@ -36,10 +39,29 @@ PYTHON=$PYTHON SIZE=$SIZE OUT=$LORA_OUT bash recipes/markovian_testbed/run.sh \
   actor_rollout_ref.model.lora_rank="$RANK" actor_rollout_ref.model.lora_alpha=$((2 * RANK)) \
   actor_rollout_ref.actor.optim.lr="$LORA_LR"
 
+echo "== held-out evaluation at B = $B: $HELDOUT problems x $HELDOUT_N samples"
+heldout=$FULL/heldout/eval.jsonl
+if [[ ! -e "$heldout" ]]; then
+  "$PYTHON" recipes/markovian_testbed/make_eval_data.py --out "$FULL/heldout" --budget "$B" \
+    --min-steps "$MIN_STEPS" --train-data "$FULL/data/train.jsonl" --per-group "$HELDOUT" \
+    --past-per-group 0 --timing-problems 0 --seed 4321
+fi
+heldout_eval() {  # heldout_eval OUT_DIR MODEL MODE: skipped if OUT_DIR holds a summary
+  if [[ ! -e "$1/summary.json" ]]; then
+    testbed_eval "$1" "$2" "$3" "$heldout" "$HELDOUT_N" longcot.budgets=["$B"] delethink.max_chunks=["$I"]
+  fi
+}
+heldout_eval "$FULL/eval/heldout_sft" "$FULL/sft" probe
+for mode in longcot delethink; do
+  heldout_eval "$FULL/eval/heldout_${mode}_rl" "$FULL/$mode/$final" "$mode"
+  heldout_eval "$LORA_OUT/eval/heldout_${mode}_rl" "$LORA_OUT/$mode/$final" "$mode"
+done
+
 echo "== one RL step's cost, full against LoRA"
-if [[ ! -e "$LORA_OUT/lora_cost.json" ]]; then
+cost=$FULL/lora_cost_r$RANK.json
+if [[ ! -e "$cost" ]]; then
   "$PYTHON" recipes/markovian_testbed/lora_cost.py --model "$FULL/sft" --data "$FULL/data/train.jsonl" \
-    --budget "$B" --prompts "$PROMPTS" --samples "$SAMPLES" --rank "$RANK" --out "$LORA_OUT/lora_cost.json"
+    --budget "$B" --prompts "$PROMPTS" --samples "$SAMPLES" --rank "$RANK" --out "$cost"
 fi
 "$PYTHON" recipes/markovian_testbed/lora_table.py --full "$FULL" --lora "$LORA_OUT" --budget "$B" \
-  --rank "$RANK" --lr "$LORA_LR"
+  --cost "$cost" --out "$LORA_OUT/lora_vs_full.md"

@@ -4,7 +4,8 @@
         --train-data outputs/markovian_testbed/data/train.jsonl
 
 Writes DIR/eval.jsonl: held-out problems of the RL training sizes (data source .../trained, reference
-thinking <= B) and problems whose reference thinking is 1-4x B (.../past_budget); and DIR/timing.jsonl:
+thinking <= B) and problems whose reference thinking is 1-4x B (.../past_budget; --past-per-group 0 leaves
+them out, for an evaluation at B alone); and DIR/timing.jsonl:
 problems whose reference thinking is 4B long, so that every budget up to 4B is filled when the timing
 evaluations measure rollout time per thinking token.
 """
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> None:
         "--train-data", required=True, help="the RL training rows: no eval question repeats one"
     )
     parser.add_argument("--per-group", type=int, default=48, help="problems of trained sizes and past B each")
+    parser.add_argument(
+        "--past-per-group", type=int, help="problems past B, if not --per-group (0: a held-out set at B only)"
+    )
     parser.add_argument("--timing-problems", type=int, default=16)
     parser.add_argument("--seed", type=int, default=1234)
     args = parser.parse_args(argv)
@@ -44,6 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     with open(args.train_data) as f:
         seen = {json.loads(line)["prompt"][0]["content"] for line in f}
     rng = random.Random(args.seed)
+    past_count = args.per_group if args.past_per_group is None else args.past_per_group
 
     def fresh(num_steps: int) -> sr.Problem:
         while (problem := sr.make_problem(rng, num_steps)).question in seen:
@@ -53,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
 
     groups = [
         (TRAINED, sr.problem_sizes(args.per_group, args.min_steps, trained_max)),
-        (PAST_B, sr.problem_sizes(args.per_group, past_min, past_max)),
+        (PAST_B, sr.problem_sizes(past_count, past_min, past_max)),
     ]
     rows = [sr.row(fresh(n), 0, "eval", source) for source, sizes in groups for n in sizes]
     for index, r in enumerate(rows):
