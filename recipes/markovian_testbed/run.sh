@@ -8,12 +8,13 @@
 #      problems of the trained sizes and on problems longer than B; time_rollouts.py: the rollout of one
 #      RL-step-sized batch of each RL checkpoint at B..4B, alternating in one process
 #   4. the report: $OUT/report.md, accuracy_vs_budget.png, cost.png, training_curves.png
-# A stage whose output exists is skipped (an unfinished RL run resumes); FORCE=1 redoes everything.
+# A stage whose output exists is skipped (an unfinished RL run resumes); FORCE=1 redoes everything;
+# RL_ONLY=1 stops after the RL runs (a sweep that evaluates the checkpoints its own way).
 # Sizes: the default is the full setting (B = 512; about 2-3 hours on 2 cores); SIZE=demo is the
 # quickstart's (B = 256, under 15 minutes; its warm start has no long starts, which only claim (b) past B
 # needs, and learns the step rule within 900 steps where it did not in 600 with them; README);
 # SIZE=smoke is CI's (seconds per stage, numbers meaningless).
-# Usage: [PYTHON=.venv/bin/python] [SIZE=full|demo|smoke] [OUT=DIR] [STEPS=N] [FORCE=1] \
+# Usage: [PYTHON=.venv/bin/python] [SIZE=full|demo|smoke] [OUT=DIR] [STEPS=N] [FORCE=1] [RL_ONLY=1] \
 #        bash recipes/markovian_testbed/run.sh [hydra overrides for both RL runs]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -77,6 +78,11 @@ for mode in longcot delethink; do
       "${budget[@]}" trainer.experiment_name="testbed_${SIZE}_${mode}" trainer.default_local_dir="$run_dir" "$@"
   fi
 done
+
+if [[ ${RL_ONLY:-0} == 1 ]]; then
+  echo "RL_ONLY=1: evaluation and report skipped"
+  exit 0
+fi
 
 echo "== 3/4 evaluation"
 evaluate() {  # evaluate NAME MODEL MODE DATA [overrides...]: one main_eval call into $OUT/eval/NAME
