@@ -11,11 +11,11 @@
 #   4. lora_cost.py: peak resident memory and update time of one RL step, full against LoRA (once per rank)
 #   5. lora_table.py: the table (held-out accuracy at B with standard errors, update time per step, peak
 #      RSS, trainable parameters) into $LORA_OUT/lora_vs_full.md
-# A learning-rate sweep is this script once per LORA_LR: each LoRA run has its own $LORA_OUT, and
-# LORA_RL_ONLY=1 leaves out step 2's evaluation and report (the budget sweeps to 4B and the timing stage,
-# most of a point's time), keeping the held-out evaluation the table reads.
+# A learning-rate sweep is this script once per LORA_LR: each LoRA run has its own $LORA_OUT. RL_ONLY=1
+# (read by run.sh) leaves out run.sh's evaluation and report in steps 1 and 2 (the budget sweeps to 4B and
+# the timing stage, most of the time on a busy machine), keeping the held-out evaluation the table reads.
 # Usage: [PYTHON=.venv/bin/python] [SIZE=demo] [FULL=DIR] [LORA_OUT=DIR] [RANK=16] [LORA_LR=1e-4] \
-#        [LORA_RL_ONLY=1] [HELDOUT=192] [HELDOUT_N=4] [STEPS=N] bash recipes/markovian_testbed/lora_vs_full.sh
+#        [RL_ONLY=1] [HELDOUT=192] [HELDOUT_N=4] [STEPS=N] bash recipes/markovian_testbed/lora_vs_full.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python}
@@ -37,7 +37,7 @@ mkdir -p "$LORA_OUT"
 for stage in init data sft; do
   [[ -e "$LORA_OUT/$stage" ]] || ln -s "$(realpath "$FULL/$stage")" "$LORA_OUT/$stage"
 done
-PYTHON=$PYTHON SIZE=$SIZE OUT=$LORA_OUT RL_ONLY=${LORA_RL_ONLY:-0} bash recipes/markovian_testbed/run.sh \
+PYTHON=$PYTHON SIZE=$SIZE OUT=$LORA_OUT bash recipes/markovian_testbed/run.sh \
   actor_rollout_ref.model.lora_rank="$RANK" actor_rollout_ref.model.lora_alpha=$((2 * RANK)) \
   actor_rollout_ref.actor.optim.lr="$LORA_LR"
 
