@@ -176,6 +176,17 @@ def test_lora_table_accuracy_standard_error_and_paired_gain():
     assert math.isnan(lora_table.mean_and_standard_error([1.0])[1])
 
 
+def test_lora_table_reads_a_heldout_evaluation_and_none_where_it_was_not_run(tmp_path):
+    evaluation = tmp_path / "eval" / "heldout_sft"
+    evaluation.mkdir(parents=True)
+    rows = [sample("longcot", 256, 0, 1.0), sample("delethink", 256, 0, 0.0), sample("longcot", 256, 1, 0.0)]
+    (evaluation / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert lora_table.heldout(tmp_path, "heldout_sft", "longcot", 256) == {0: [1.0], 1: [0.0]}
+    assert lora_table.heldout(tmp_path, "heldout_longcot_rl", "longcot", 256) is None
+    with pytest.raises(SystemExit, match="no longcot samples at budget 512"):
+        lora_table.heldout(tmp_path, "heldout_sft", "longcot", 512)
+
+
 def test_lora_table_labels_a_run_by_its_saved_config(tmp_path):
     for name, rank in (("full", 0), ("lora", 16)):
         (tmp_path / name / ".hydra").mkdir(parents=True)

@@ -71,8 +71,11 @@ def update_seconds(run_dir: Path) -> str:
     return f"{statistics.median(times):.2f} s" if times else "-"
 
 
-def heldout(root: Path, name: str, mode: str, budget: int) -> dict[int, list[float]]:
+def heldout(root: Path, name: str, mode: str, budget: int) -> dict[int, list[float]] | None:
+    """Scores by problem of one held-out evaluation; None if it was not run (a sweep point cut short)."""
     path = root / "eval" / name / "samples.jsonl"
+    if not path.is_file():
+        return None
     scores = problem_scores(read_jsonl(path), mode, budget)
     if not scores:
         raise SystemExit(f"{path}: no {mode} samples at budget {budget}")
@@ -99,10 +102,15 @@ def main() -> None:
     ]
     for mode, label in ENVIRONMENTS.items():
         warm = heldout(args.full, "heldout_sft", mode, args.budget)
+        if warm is None:
+            raise SystemExit(f"{args.full}: no held-out evaluation of the warm start (eval/heldout_sft)")
         rows.append(f"| {label} | warm start | {fmt(accuracy(warm))} | | |")
         for root in (args.full, *args.lora):
             scores = heldout(root, f"heldout_{mode}_rl", mode, args.budget)
             run = root / mode
+            if scores is None:
+                rows.append(f"| {label} | {run_label(run)} | not measured | | {update_seconds(run)} |")
+                continue
             rows.append(
                 f"| {label} | {run_label(run)} | {fmt(accuracy(scores))} | "
                 f"{fmt(paired_gain(scores, warm), signed=True)} | {update_seconds(run)} |"
