@@ -188,14 +188,17 @@ def test_lora_table_reads_a_heldout_evaluation_and_none_where_it_was_not_run(tmp
 
 
 def test_lora_table_labels_a_run_by_its_saved_config(tmp_path):
-    for name, rank in (("full", 0), ("lora", 16)):
-        (tmp_path / name / ".hydra").mkdir(parents=True)
-        (tmp_path / name / ".hydra" / "config.yaml").write_text(
+    for run, rank in (("full/longcot", 0), ("full/delethink", 0), ("point/delethink", 16)):
+        (tmp_path / run / ".hydra").mkdir(parents=True)
+        (tmp_path / run / ".hydra" / "config.yaml").write_text(
             f"actor_rollout_ref:\n  model: {{lora_rank: {rank}, lora_alpha: 32.0}}\n"
             "  actor: {optim: {lr: 1.0e-4}}\n"
         )
-    assert lora_table.run_label(tmp_path / "full") == "full RL, lr 0.0001"
-    assert lora_table.run_label(tmp_path / "lora") == "LoRA r 16 (alpha 32), lr 0.0001"
+    assert lora_table.run_label(tmp_path / "full" / "longcot") == "full RL, lr 0.0001"
+    # a sweep point cut short: its Delethink run is its only one
+    assert lora_table.root_label(tmp_path / "point") == "LoRA r 16 (alpha 32), lr 0.0001"
+    with pytest.raises(SystemExit, match="no RL run"):
+        lora_table.root_label(tmp_path / "empty")
 
 
 @pytest.mark.slow

@@ -66,8 +66,19 @@ def run_label(run_dir: Path) -> str:
     return f"full RL, {lr}"
 
 
+def root_label(root: Path) -> str:
+    """run_label of either environment's run under a run.sh output (both share the actor's keys; a sweep
+    point cut short may have run one environment only)."""
+    runs = [root / mode for mode in ENVIRONMENTS if (root / mode / ".hydra" / "config.yaml").is_file()]
+    if not runs:
+        raise SystemExit(f"{root}: no RL run (longcot/ or delethink/ with .hydra/config.yaml)")
+    return run_label(runs[0])
+
+
 def update_seconds(run_dir: Path) -> str:
-    times = [m["timing/update_s"] for m in read_jsonl(run_dir / "metrics.jsonl") if "timing/update_s" in m]
+    path = run_dir / "metrics.jsonl"
+    rows = read_jsonl(path) if path.is_file() else []
+    times = [m["timing/update_s"] for m in rows if "timing/update_s" in m]
     return f"{statistics.median(times):.2f} s" if times else "-"
 
 
@@ -109,10 +120,10 @@ def main() -> None:
             scores = heldout(root, f"heldout_{mode}_rl", mode, args.budget)
             run = root / mode
             if scores is None:
-                rows.append(f"| {label} | {run_label(run)} | not measured | | {update_seconds(run)} |")
+                rows.append(f"| {label} | {root_label(root)} | not measured | | {update_seconds(run)} |")
                 continue
             rows.append(
-                f"| {label} | {run_label(run)} | {fmt(accuracy(scores))} | "
+                f"| {label} | {root_label(root)} | {fmt(accuracy(scores))} | "
                 f"{fmt(paired_gain(scores, warm), signed=True)} | {update_seconds(run)} |"
             )
     samples = len(next(iter(warm.values())))
