@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tests.e2e_utils import DELETHINK, tiny_config
+from tests.e2e_utils import DELETHINK, ONE_PROCESS, tiny_config
 from verl.trainer.launch import run
 from verl.utils.fs import read_jsonl
 
@@ -80,8 +80,9 @@ def test_train_checkpoint_and_resume(name, tiny_assets, ray_session, tmp_path):
     assert [r["response"] for r in resumed_rollouts] == [r["response"] for r in straight_rollouts]
 
 
-def test_delethink_with_one_chunk_is_longcot(tiny_assets, ray_session, tmp_path):
+def test_delethink_with_one_chunk_is_longcot(tiny_assets, tmp_path):
     common = (
+        ONE_PROCESS,
         "trainer.total_training_steps=1",
         "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-norm-trace-length",
     )
@@ -149,7 +150,7 @@ def test_template_script_runs_with_overrides_and_validates(tiny_assets, tmp_path
     refused = subprocess.run(["bash", script, *overrides, "trainer.resume_mode=disable"], env=env,
                              capture_output=True, text=True, timeout=300)  # fmt: skip
     assert refused.returncode != 0 and "trainer.overwrite=true" in refused.stderr
-    fresh = ["trainer.resume_mode=disable", "trainer.overwrite=true"]
+    fresh = ["trainer.resume_mode=disable", "trainer.overwrite=true", ONE_PROCESS]  # Ray ran above
     again = subprocess.run(["bash", script, *overrides, *fresh], env=env, capture_output=True, text=True,
                            timeout=300)  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
