@@ -8,6 +8,7 @@ import torch
 import transformers
 
 from verl.core.engine import SamplingParams
+from verl.tools.cost_model import qwen2_dims, sequence_cost
 from verl.workers.rollout.hf_engine import HFRolloutEngine, prefill_inputs
 from verl.workers.rollout.kv_cache import SlotKVCache
 from verl.workers.rollout.prefix_store import PrefixStore
@@ -702,7 +703,20 @@ def test_throughput_benchmark_quick_mode_runs(capsys):
     benchmark = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "hf_engine_throughput.py"))
     benchmark["main"](["--quick", "--cases", "3x5+4", "--repeats", "1"])
     row = next(line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["3x5+4"])
-    ours, theirs, best_ratio, pair_ratio = row[1:]
+    ours, theirs, best_ratio, pair_ratio, floor, over_floor = row[1:]
     assert float(ours) > 0 and float(theirs) > 0
     assert float(best_ratio.rstrip("x")) == pytest.approx(float(ours) / float(theirs), rel=0.01, abs=0.01)
     assert pair_ratio.endswith("x")
+    # no engine runs faster than its own matmuls run bare
+    assert float(floor) > 0 and float(over_floor.rstrip("x")) >= 1
+
+
+def test_decode_step_matmuls_count_the_cost_models_flops():
+    benchmark = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "hf_engine_throughput.py"))
+    config = make_model().config
+    batch, context = 3, 10
+    shapes = benchmark["decode_step_matmuls"](config, batch, context)
+    flops = sum(2 * math.prod(left) * right[-1] for left, right in shapes)
+    # the cost model's decode step at position context - 1 attends to `context` keys
+    expected = batch * sequence_cost(qwen2_dims(config), context - 1, 1).decode_flops
+    assert flops == expected
