@@ -149,16 +149,18 @@ def timed(run: Callable[[], int]) -> float:
 
 
 def compare(
-    model: transformers.PreTrainedModel, case: Case, repeats: int
+    model: transformers.PreTrainedModel, case: Case, repeats: int, with_hf: bool = True
 ) -> tuple[list[float], list[float], list[float]]:
-    """(engine tok/s, HF tok/s, engine decode seconds) per repeat, the engine and HF timed alternately."""
+    """(engine tok/s, HF tok/s, engine decode seconds) per repeat, the engine and HF timed alternately
+    (HF's list empty when `with_hf` is false)."""
     ours, theirs, decode = [], [], []
     for _ in range(repeats):
         start = time.perf_counter()
         run = run_engine(model, case)
         ours.append(run.tokens / (time.perf_counter() - start))
         decode.append(run.decode_seconds)
-        theirs.append(timed(lambda: run_hf_generate(model, case)))
+        if with_hf:
+            theirs.append(timed(lambda: run_hf_generate(model, case)))
     return ours, theirs, decode
 
 
@@ -168,6 +170,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, help="alternating runs per case (default 3; 2 with --quick)")
     parser.add_argument("--quick", action="store_true", help=f"cases {' '.join(QUICK_CASES)}, 2 repeats")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument(
+        "--engine-only", action="store_true", help="skip HF generate: the engine and its floor only"
+    )
     args = parser.parse_args(argv)
     cases = [Case.parse(c) for c in (args.cases or (QUICK_CASES if args.quick else FULL_CASES))]
     repeats = args.repeats or (2 if args.quick else 3)
@@ -177,7 +182,8 @@ def main(argv: list[str] | None = None) -> None:
     model = build_model(build_tokenizer(), max_position_embeddings=max(longest, 64)).eval()
     warm_up = Case(4, 8, 8)  # first-call allocations and kernel selection, for both
     run_engine(model, warm_up)
-    run_hf_generate(model, warm_up)
+    if not args.engine_only:
+        run_hf_generate(model, warm_up)
 
     print(f"torch threads: {args.threads}, repeats: {repeats} (alternating), tok/s = sampled tokens / s")
     print(
@@ -189,13 +195,15 @@ def main(argv: list[str] | None = None) -> None:
         f"{'floor tok/s':>12} {'engine/floor':>13}"
     )
     for case in cases:
-        ours, theirs, decode = compare(model, case, repeats)
-        pair_ratio = statistics.median(o / t for o, t in zip(ours, theirs, strict=True))
+        ours, theirs, decode = compare(model, case, repeats, with_hf=not args.engine_only)
         floor = decode_floor_seconds(model.config, case)
         decoded = case.batch * (case.new - 1)  # tokens the decode steps sample
+        versus_hf = f"{'-':>10} {'-':>10} {'-':>12}"
+        if theirs:
+            pair_ratio = statistics.median(o / t for o, t in zip(ours, theirs, strict=True))
+            versus_hf = f"{max(theirs):>10.0f} {max(ours) / max(theirs):>9.2f}x {pair_ratio:>11.2f}x"
         print(
-            f"{case!s:>12} {max(ours):>10.0f} {max(theirs):>10.0f} "
-            f"{max(ours) / max(theirs):>9.2f}x {pair_ratio:>11.2f}x "
+            f"{case!s:>12} {max(ours):>10.0f} {versus_hf} "
             f"{decoded / floor:>12.0f} {min(decode) / floor:>12.1f}x"
         )
 

@@ -290,6 +290,41 @@ def test_concurrent_requests_share_batched_forwards():
     assert capped.max_rows_per_forward == 10
 
 
+def sampled_reference(model, prompt: list[int], params: SamplingParams) -> list[int]:
+    """The tokens a seeded request must get, by re-running the whole sequence for every token (no cache,
+    no padding, no batch) and drawing token i with the request's counter draw i."""
+    tokens: list[int] = []
+    seed = torch.tensor([as_int64(params.seed)])
+    for i in range(params.max_new_tokens):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + tokens])).logits[:, -1]
+        token, _ = sample_next_tokens(
+            logits,
+            torch.tensor([params.temperature]),
+            torch.tensor([params.top_p]),
+            torch.tensor([params.top_k]),
+            counter_uniform(seed, torch.tensor([i])),
+        )
+        tokens.append(int(token))
+    return tokens
+
+
+def test_batched_cached_decoding_samples_the_tokens_of_an_uncached_reference_loop():
+    # what every change to the decode step must keep: the tokens of each seed, whatever the batch
+    model = make_model()
+    params = [
+        SamplingParams(max_new_tokens=40, temperature=1.0, seed=11),
+        SamplingParams(max_new_tokens=40, temperature=0.0, seed=15),
+        SamplingParams(max_new_tokens=25, temperature=0.7, top_p=0.9, seed=12),
+        SamplingParams(max_new_tokens=40, temperature=1.3, top_k=5, seed=13),
+        SamplingParams(max_new_tokens=33, temperature=1.0, seed=14),
+    ]
+    requests = [(make_prompt(4 + 11 * i, offset=5 * i), p) for i, p in enumerate(params)]
+    engine = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD)
+    for (prompt, p), out in zip(requests, run(engine, requests), strict=True):
+        assert out.token_ids == sampled_reference(model, prompt, p)
+
+
 def test_seeded_sampling_ignores_batch_composition():
     model = make_model()
     prompt = make_prompt(7)

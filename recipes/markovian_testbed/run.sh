@@ -5,9 +5,10 @@
 #   2. LongCoT-RL (budget B) and Delethink-RL (C = B/4, m = C/2, I so that the budget is B) from that
 #      checkpoint, same seed, same prompts, same samples per prompt
 #   3. main_eval: the probe of the warm start at B; budget sweeps B..4B of both RL checkpoints on held-out
-#      problems of the trained sizes and on problems longer than B; time_rollouts.py: the rollout of one
-#      RL-step-sized batch of each RL checkpoint at B..4B, alternating in one process
-#   4. the report: $OUT/report.md, accuracy_vs_budget.png, cost.png, training_curves.png
+#      problems of the trained sizes and on problems longer than B; time_rollouts.py: the rollout and the
+#      update of one RL-step-sized batch of each RL checkpoint at B..8B, alternating in one process: the
+#      cost per trajectory of both environments, and the budget from which Delethink's is the lower
+#   4. the report: $OUT/report.md, accuracy_vs_budget.png, cost.png, crossover.png, training_curves.png
 # A stage whose output exists is skipped (an unfinished RL run resumes); FORCE=1 redoes everything.
 # Sizes: the default is the full setting (B = 512; about 2-3 hours on 2 cores); SIZE=demo is the
 # quickstart's (B = 256, under 15 minutes; its warm start has no long starts, which only claim (b) past B
@@ -25,10 +26,11 @@ export TOKENIZERS_PARALLELISM=false
 
 # B: LongCoT's budget. C = B/4, keep_head = one step (9 tokens), keep_tail = C/2 - 9, so m = C/2 and
 # I = 1 + (B - C)/(C - m) = 7 chunks give Delethink the same budget B.
+# TIMING_TO: the timing stage's largest budget, in B (smoke: B and 2B only, to stay cheap in CI).
 case $SIZE in
-  full) B=512 SFT_STEPS=1500 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 EVAL_N=4 PER_GROUP=48 TIMING=16 TIMING_REPEATS=3 ;;
-  demo) B=256 SFT_STEPS=900 LONG_START=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 EVAL_N=2 PER_GROUP=24 TIMING=8 TIMING_REPEATS=3 ;;
-  smoke) B=128 SFT_STEPS=4 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 EVAL_N=1 PER_GROUP=2 TIMING=2 TIMING_REPEATS=1 ;;
+  full) B=512 SFT_STEPS=1500 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 EVAL_N=4 PER_GROUP=48 TIMING=16 TIMING_REPEATS=3 TIMING_TO=8 ;;
+  demo) B=256 SFT_STEPS=900 LONG_START=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 EVAL_N=2 PER_GROUP=24 TIMING=8 TIMING_REPEATS=3 TIMING_TO=8 ;;
+  smoke) B=128 SFT_STEPS=4 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 EVAL_N=1 PER_GROUP=2 TIMING=2 TIMING_REPEATS=1 TIMING_TO=2 ;;
   *) echo "SIZE must be full, demo or smoke, got '$SIZE'" >&2; exit 2 ;;
 esac
 OUT=${OUT:-outputs/markovian_testbed_$SIZE}
@@ -49,7 +51,8 @@ force_flag=()
 
 echo "== 1/4 model, data, Markovian warm start"
 if needed "$OUT/init/config.json"; then
-  "$PYTHON" -m verl.models.tiny --out "$OUT/init" --seed 0 --dims max_position_embeddings=$((4 * B + 64)) \
+  # positions for the timing stage's longest LongCoT rollout (8B); rotary, so no weight depends on it
+  "$PYTHON" -m verl.models.tiny --out "$OUT/init" --seed 0 --dims max_position_embeddings=$((8 * B + 64)) \
     ${force_flag[@]+"${force_flag[@]}"}
 fi
 if needed "$OUT/data/train.jsonl"; then
@@ -111,11 +114,13 @@ final=global_step_${STEPS}
 evaluate probe_sft "$OUT/sft" probe "$OUT/data/eval.jsonl" delethink.max_chunks=[$I]
 evaluate longcot_rl "$OUT/longcot/$final" longcot "$OUT/data/eval.jsonl" longcot.budgets=[$lc_budgets]
 evaluate delethink_rl "$OUT/delethink/$final" delethink "$OUT/data/eval.jsonl" delethink.max_chunks=[$dt_chunks]
-# rollout of one RL-step-sized batch at each budget, both models alternating in one process, end-of-sequence
-# ignored so every sample writes its whole budget: the time measures the length, not where a model stopped
+# rollout and update of one RL-step-sized batch at budgets B, 2B, 4B, 6B, 8B (up to TIMING_TO x B), both
+# models alternating in one process, end-of-sequence ignored so every sample writes its whole budget: the
+# time measures the length, not where a model stopped
+timing_budgets=$(for k in 1 2 4 6 8; do if ((k <= TIMING_TO)); then echo $((k * B)); fi; done | paste -sd,)
 if needed "$OUT/eval/timing.json"; then
   "$PYTHON" recipes/markovian_testbed/time_rollouts.py --longcot "$OUT/longcot/$final" \
-    --delethink "$OUT/delethink/$final" --data "$OUT/data/timing.jsonl" --budgets "$lc_budgets" \
+    --delethink "$OUT/delethink/$final" --data "$OUT/data/timing.jsonl" --budgets "$timing_budgets" \
     --chunk $C --keep-head $HEAD --keep-tail $TAIL --prompts "$PROMPTS" --samples "$SAMPLES" \
     --repeats "$TIMING_REPEATS" --max-question-tokens $((C + 32 - M)) --out "$OUT/eval/timing.json"
 fi
