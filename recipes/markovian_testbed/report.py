@@ -154,6 +154,35 @@ def median_of(records: list[dict[str, Any]], key: str) -> float:
     return float(np.median(values)) if values else float("nan")
 
 
+def timed_updates(rows: list[dict[str, Any]]) -> bool:
+    """Whether the timing runs include their updates (timing.json files written before they did do not)."""
+    return all("step_delethink_over_longcot" in r for r in rows)
+
+
+def cost_curve(rows: list[dict[str, Any]]) -> list[str]:
+    """Rollout, update and whole step per trajectory at each budget, and where Delethink becomes cheaper."""
+    lines = ["", "### The cost curve: one trajectory, LongCoT against Delethink", ""]
+    if not timed_updates(rows):
+        return lines + ["not measured: eval/timing.json predates the update timing; delete it and rerun", ""]
+    lines += [
+        "The same runs, each followed by the update the trainer makes of that batch (old log-probs + PPO "
+        "update, the testbed configs' actor settings); step = rollout + update, per trajectory.",
+        "",
+        "| budget | LongCoT rollout ms | Delethink rollout ms | LongCoT update ms | Delethink update ms "
+        "| LongCoT step ms | Delethink step ms | step Delethink / LongCoT |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        per_trajectory = [
+            f"{ms_per_trajectory(r[mode], key):.1f}"
+            for key in ("wall_s", "update_s", "step_s")
+            for mode in ("longcot", "delethink")
+        ]
+        step_ratio = r["step_delethink_over_longcot"]
+        lines.append(f"| {r['budget']} | {' | '.join(per_trajectory)} | {step_ratio:.2f} |")
+    return lines + ["", crossover_sentence(rows), "", "![crossover](crossover.png)", ""]
+
+
 def claim_c(
     run_dirs: dict[str, Path], timing: dict[str, Any] | None, budget: int, chunk: int, carry: int
 ) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
@@ -215,26 +244,7 @@ def claim_c(
             f"{ms_per_token(dt):.3f} | {dt['prefill_s']:.2f} ({dt['prefill_tokens']} / "
             f"{dt['reused_prompt_tokens']}) |"
         )
-    lines += [
-        "",
-        "### The cost curve: one trajectory, LongCoT against Delethink",
-        "",
-        "The same runs, each followed by the update the trainer makes of that batch (old log-probs + PPO "
-        "update, the testbed configs' actor settings); step = rollout + update, per trajectory.",
-        "",
-        "| budget | LongCoT rollout ms | Delethink rollout ms | LongCoT update ms | Delethink update ms "
-        "| LongCoT step ms | Delethink step ms | step Delethink / LongCoT |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        per_trajectory = [
-            f"{ms_per_trajectory(r[mode], key):.1f}"
-            for key in ("wall_s", "update_s", "step_s")
-            for mode in ("longcot", "delethink")
-        ]
-        step_ratio = r["step_delethink_over_longcot"]
-        lines.append(f"| {r['budget']} | {' | '.join(per_trajectory)} | {step_ratio:.2f} |")
-    lines += ["", crossover_sentence(rows), "", "![crossover](crossover.png)", ""]
+    lines += cost_curve(rows)
     trained = timing["as_trained"]
     lc, dt, ratio = trained["longcot"], trained["delethink"], trained["delethink_over_longcot"]
     lines.append(
@@ -304,7 +314,7 @@ def plot(root: Path, lc: dict | None, dt: dict | None, budget: int, cost: dict[s
         ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, root / "cost.png")
-    if cost["timing"]:
+    if cost["timing"] and timed_updates(cost["timing"]):
         plot_crossover(root, cost["timing"])
 
 
