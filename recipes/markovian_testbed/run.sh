@@ -26,11 +26,12 @@ export TOKENIZERS_PARALLELISM=false
 
 # B: LongCoT's budget. C = B/4, keep_head = one step (9 tokens), keep_tail = C/2 - 9, so m = C/2 and
 # I = 1 + (B - C)/(C - m) = 7 chunks give Delethink the same budget B.
-# TIMING_TO: the timing stage's largest budget, in B (smoke: B and 2B only, to stay cheap in CI).
+# TIMING_TO: the timing stage's largest budget, in B; TIMING_THREADS: its torch threads (smoke: B and 2B on
+# one thread, to stay cheap in CI: two threads on a busy machine spin while they wait for each other).
 case $SIZE in
-  full) B=512 SFT_STEPS=1500 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 EVAL_N=4 PER_GROUP=48 TIMING=16 TIMING_REPEATS=3 TIMING_TO=8 ;;
-  demo) B=256 SFT_STEPS=900 LONG_START=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 EVAL_N=2 PER_GROUP=24 TIMING=8 TIMING_REPEATS=3 TIMING_TO=8 ;;
-  smoke) B=128 SFT_STEPS=4 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 EVAL_N=1 PER_GROUP=2 TIMING=2 TIMING_REPEATS=1 TIMING_TO=2 ;;
+  full) B=512 SFT_STEPS=1500 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 EVAL_N=4 PER_GROUP=48 TIMING=16 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2 ;;
+  demo) B=256 SFT_STEPS=900 LONG_START=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 EVAL_N=2 PER_GROUP=24 TIMING=8 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2 ;;
+  smoke) B=128 SFT_STEPS=4 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 EVAL_N=1 PER_GROUP=2 TIMING=2 TIMING_REPEATS=1 TIMING_TO=2 TIMING_THREADS=1 ;;
   *) echo "SIZE must be full, demo or smoke, got '$SIZE'" >&2; exit 2 ;;
 esac
 OUT=${OUT:-outputs/markovian_testbed_$SIZE}
@@ -122,7 +123,7 @@ if needed "$OUT/eval/timing.json"; then
   "$PYTHON" recipes/markovian_testbed/time_rollouts.py --longcot "$OUT/longcot/$final" \
     --delethink "$OUT/delethink/$final" --data "$OUT/data/timing.jsonl" --budgets "$timing_budgets" \
     --chunk $C --keep-head $HEAD --keep-tail $TAIL --prompts "$PROMPTS" --samples "$SAMPLES" \
-    --repeats "$TIMING_REPEATS" --max-question-tokens $((C + 32 - M)) --out "$OUT/eval/timing.json"
+    --repeats "$TIMING_REPEATS" --num-threads "$TIMING_THREADS" --max-question-tokens $((C + 32 - M)) --out "$OUT/eval/timing.json"
 fi
 
 echo "== 4/4 report"
