@@ -32,7 +32,14 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verl.core.trajectory import Trajectory
+    from verl.workers.actor.dp_actor import DataParallelPPOActor
+
+    # the actor, its optimizer steps per batch, and the token budget of its log-prob micro-batches
+    ActorSetup = tuple[DataParallelPPOActor, int, int]
 
 if __package__ in (None, ""):  # run as a script: the repository root holds `verl`
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -67,7 +74,7 @@ def _load(model_path: str, num_threads: int):
     return tokenizer, HFRolloutEngine(model, eos_token_ids(model, tokenizer), tokenizer.pad_token_id)
 
 
-def _actor(mode: str, model_path: str, args: argparse.Namespace, budget: int):
+def _actor(mode: str, model_path: str, args: argparse.Namespace, budget: int) -> ActorSetup:
     """The trainer's actor for `mode` on a copy of the model (the testbed config's update settings, with
     this batch's prompts and samples), and its optimizer steps per batch."""
     from verl.config import compose_config
@@ -101,7 +108,7 @@ def _actor(mode: str, model_path: str, args: argparse.Namespace, budget: int):
     return actor, config.num_mini_batches, ref.rollout.log_prob_max_token_len_per_gpu
 
 
-def _time_update(setup, trajectories, pad_token_id: int) -> dict[str, float]:
+def _time_update(setup: ActorSetup, trajectories: list[Trajectory], pad_token_id: int) -> dict[str, float]:
     """Old log-probs and one PPO update of `trajectories`' training rows, as the trainer makes them."""
     from verl.core.batch import (
         collate_rows,
@@ -124,7 +131,7 @@ def _time_update(setup, trajectories, pad_token_id: int) -> dict[str, float]:
     return {"update_s": time.perf_counter() - start, "train_tokens": metrics["actor/forward_tokens"]}
 
 
-def _time_one(engine, loop, items, params, update, pad_token_id: int) -> dict[str, float]:
+def _time_one(engine, loop, items, params, update: ActorSetup, pad_token_id: int) -> dict[str, float]:
     """Run the agent loop over every item once, then the update (`update`: an `_actor` setup) of the
     trajectories; the rollout's wall time and the engine's counters over it, and the update's time."""
     from verl.agent_loop.manager import run_agent_loops
