@@ -13,6 +13,12 @@ DELETHINK = (
     "algorithm.delethink.max_chunks=3",
 )
 
+# The one-process launcher runs what Ray runs (tests/test_local_launcher.py: equal metrics, equal
+# checkpoints) without starting worker processes: about a sixth of a tiny run's time on 2 cores. Tests
+# whose subject is not Ray use it; the Ray path keeps its own end-to-end tests (test_e2e_tiny.py,
+# test_worker_group.py, test_local_launcher.py, the environment manager's, gym plugins', SIGTERM's).
+ONE_PROCESS = "trainer.launcher=local"
+
 
 def asset_paths(assets) -> list[str]:
     """The overrides that point a config at the test model and data."""

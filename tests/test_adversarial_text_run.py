@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from tests.e2e_utils import tiny_config
+from tests.e2e_utils import ONE_PROCESS, tiny_config
 from tests.test_eval import base_overrides, compose
 from tests.test_text_properties import embedded_json
 from verl.eval.config import load_eval_config
@@ -85,11 +85,12 @@ def test_the_model_writes_the_adversarial_sequence(bigram_assets):
 
 
 @pytest.mark.parametrize("name", ["tiny_longcot", "tiny_delethink"])
-def test_train_resume_evaluate_and_view(name, bigram_assets, ray_session, tmp_path):
+def test_train_resume_evaluate_and_view(name, bigram_assets, tmp_path):
     mode = LONGCOT if name == "tiny_longcot" else DELETHINK
     run_dir = tmp_path / name
     for steps in (2, 3):  # the second run resumes from the first one's step-2 checkpoint
         keys = [f"trainer.total_training_steps={steps}", "trainer.save_freq=1", "trainer.test_freq=3"]
+        keys.append(ONE_PROCESS)
         run(tiny_config(name, bigram_assets, run_dir, *mode, *keys, "trainer.log_val_generations=2"))
     metrics = read_jsonl(run_dir / "metrics.jsonl")
     assert [m["step"] for m in metrics if "actor/pg_loss" in m] == [1, 2, 3]

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.e2e_utils import tiny_config
+from tests.e2e_utils import ONE_PROCESS, tiny_config
 from verl.config import ConfigError, compose_config
 from verl.core import core_algos
 from verl.trainer.config_loader import load_config
@@ -64,7 +64,7 @@ def test_filter_groups_config_is_checked(tiny_assets, tmp_path):
 
 
 @pytest.mark.slow
-def test_dynamic_sampling_and_no_eos_filter_in_a_run(tiny_assets, ray_session, tmp_path):
+def test_dynamic_sampling_and_no_eos_filter_in_a_run(tiny_assets, tmp_path):
     reward = Path(__file__).parent / "assets" / "parity_reward.py"
     run_dir = tmp_path / "run"
     cfg = tiny_config(
@@ -72,7 +72,7 @@ def test_dynamic_sampling_and_no_eos_filter_in_a_run(tiny_assets, ray_session, t
         "data.max_response_length=16", "trainer.total_training_steps=2",
         f"custom_reward_function.path={reward}",
         "algorithm.filter_groups.enable=true", "algorithm.filter_groups.max_num_gen_batches=3",
-        "algorithm.filter_overlong_trajectories=true",
+        "algorithm.filter_overlong_trajectories=true", ONE_PROCESS,
     )  # fmt: skip
     run(cfg)
     metrics = read_jsonl(run_dir / "metrics.jsonl")

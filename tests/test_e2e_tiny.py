@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tests.e2e_utils import DELETHINK, tiny_config
+from tests.e2e_utils import DELETHINK, ONE_PROCESS, tiny_config
 from verl.trainer.launch import run
 from verl.utils.fs import read_jsonl
 
@@ -80,8 +80,9 @@ def test_train_checkpoint_and_resume(name, tiny_assets, ray_session, tmp_path):
     assert [r["response"] for r in resumed_rollouts] == [r["response"] for r in straight_rollouts]
 
 
-def test_delethink_with_one_chunk_is_longcot(tiny_assets, ray_session, tmp_path):
+def test_delethink_with_one_chunk_is_longcot(tiny_assets, tmp_path):
     common = (
+        ONE_PROCESS,
         "trainer.total_training_steps=1",
         "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-norm-trace-length",
     )

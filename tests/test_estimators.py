@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from tests.e2e_utils import DELETHINK, tiny_config, tiny_longcot_with
+from tests.e2e_utils import DELETHINK, ONE_PROCESS, tiny_config, tiny_longcot_with
 from verl.config import ConfigError
 from verl.core import core_algos
 from verl.core.batch import TokenLayout, collate_rows, pad_rows_to_multiple, trajectory_rows
@@ -273,7 +273,7 @@ def train(name, tiny_assets, run_dir, *overrides):
     from verl.trainer.launch import run
     from verl.utils.fs import read_jsonl
 
-    run(tiny_config(name, tiny_assets, run_dir, *ENVIRONMENTS[name], *overrides))
+    run(tiny_config(name, tiny_assets, run_dir, *ENVIRONMENTS[name], ONE_PROCESS, *overrides))
     return read_jsonl(run_dir / "metrics.jsonl")
 
 
@@ -284,7 +284,7 @@ def assert_whitened(m):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(ENVIRONMENTS))
-def test_reinforce_plus_plus_with_adaptive_kl_in_reward(name, tiny_assets, ray_session, tmp_path):
+def test_reinforce_plus_plus_with_adaptive_kl_in_reward(name, tiny_assets, tmp_path):
     from verl.utils.fs import read_jsonl
 
     run_dir = tmp_path / name
@@ -316,7 +316,7 @@ def test_reinforce_plus_plus_with_adaptive_kl_in_reward(name, tiny_assets, ray_s
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(ENVIRONMENTS))
-def test_reinforce_plus_plus_baseline(name, tiny_assets, ray_session, tmp_path):
+def test_reinforce_plus_plus_baseline(name, tiny_assets, tmp_path):
     metrics = train(
         name, tiny_assets, tmp_path / name, "algorithm.adv_estimator=reinforce_plus_plus_baseline",
         "trainer.total_training_steps=1",
@@ -327,7 +327,7 @@ def test_reinforce_plus_plus_baseline(name, tiny_assets, ray_session, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(ENVIRONMENTS))
-def test_remax_against_a_greedy_baseline(name, tiny_assets, ray_session, tmp_path):
+def test_remax_against_a_greedy_baseline(name, tiny_assets, tmp_path):
     from verl.utils.fs import read_jsonl
 
     run_dir = tmp_path / name
@@ -347,7 +347,7 @@ def test_remax_against_a_greedy_baseline(name, tiny_assets, ray_session, tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(ENVIRONMENTS))
-def test_dr_grpo(name, tiny_assets, ray_session, tmp_path):
+def test_dr_grpo(name, tiny_assets, tmp_path):
     from verl.utils.fs import read_jsonl
 
     run_dir = tmp_path / name

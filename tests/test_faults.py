@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from tests.e2e_utils import tiny_config
+from tests.e2e_utils import ONE_PROCESS, tiny_config
 from tests.test_tracking_and_checkpoint import commit
 from verl.config import compose_config
 from verl.trainer.config_loader import load_config
@@ -98,9 +98,9 @@ KILL_AFTER_COMMIT = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_resume_edge_cases_on_a_real_run(tiny_assets, ray_session, tmp_path):
+def test_resume_edge_cases_on_a_real_run(tiny_assets, tmp_path):
     run_dir = tmp_path / "run"
-    steps = ("data.max_response_length=8", "trainer.save_freq=1")
+    steps = ("data.max_response_length=8", "trainer.save_freq=1", ONE_PROCESS)
     run(tiny_config("tiny_longcot", tiny_assets, run_dir, *steps, "trainer.total_training_steps=2"))
     assert json.loads((run_dir / "global_step_2" / "run_config.json").read_text())["trainer"]["seed"] == 1
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from tests.e2e_utils import DELETHINK, tiny_config, tiny_longcot_with
+from tests.e2e_utils import DELETHINK, ONE_PROCESS, tiny_config, tiny_longcot_with
 from verl.config import ConfigError
 from verl.core import core_algos
 from verl.core.batch import TokenLayout, collate_rows, pad_rows_to_multiple, trajectory_rows
@@ -285,7 +285,9 @@ def test_gae_trains_the_critic_and_resumes_it(name, tiny_assets, ray_session, tm
     run_dir = tmp_path / name
     # Delethink also warms the critic up for one step (the actor waits for its values) and runs on two
     # ranks: the critic's rows, micro-batch counts and gradients go through the data-parallel path
-    extra = ("trainer.critic_warmup=1", "trainer.n_gpus_per_node=2") if name == "tiny_delethink" else ()
+    # (LongCoT's one rank runs in this process)
+    two_ranks = ("trainer.critic_warmup=1", "trainer.n_gpus_per_node=2")
+    extra = two_ranks if name == "tiny_delethink" else (ONE_PROCESS,)
     config = (*ENVIRONMENTS[name], *GAE, *extra, "trainer.save_freq=1")
     run(tiny_config(name, tiny_assets, run_dir, *config, "trainer.total_training_steps=2"))
     metrics = read_jsonl(run_dir / "metrics.jsonl")

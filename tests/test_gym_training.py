@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e_utils import tiny_config
+from tests.e2e_utils import ONE_PROCESS, tiny_config
 from verl.data.synthetic import make_problem
 from verl.trainer.launch import run
 from verl.utils.fs import read_jsonl
@@ -82,7 +82,7 @@ def test_gym_run_with_per_row_envs_plugin_and_a_failing_env(tiny_assets, ray_ses
         assert r["trajectory_infos"][-1] == {"error": r["error"]} and r["rewards"]["steps"] == [1.0]
 
 
-def test_train_on_all_trains_every_turn_with_the_flat_trainer(tiny_assets, ray_session, tmp_path):
+def test_train_on_all_trains_every_turn_with_the_flat_trainer(tiny_assets, tmp_path):
     data = tmp_path / "gym.jsonl"
     write_rows(data, 3)
     run_dir = tmp_path / "run"
@@ -93,7 +93,7 @@ def test_train_on_all_trains_every_turn_with_the_flat_trainer(tiny_assets, ray_s
         "data.max_response_length=12", "data.shuffle=false", "actor_rollout_ref.rollout.gym.train_on=all",
         "actor_rollout_ref.rollout.agent.default_agent_loop=gym",
         "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=2",
-        f"external_plugins=[{PLUGIN}]", "trainer.total_training_steps=1",
+        f"external_plugins=[{PLUGIN}]", "trainer.total_training_steps=1", ONE_PROCESS,
     )  # fmt: skip
     run(cfg)
     (metrics,) = read_jsonl(run_dir / "metrics.jsonl")

@@ -157,7 +157,7 @@ def adapter_bytes(checkpoint) -> dict[str, bytes]:
     }
 
 
-def test_lora_run_with_a_lora_critic_resumes_bit_identically(tiny_assets, ray_session, tmp_path):
+def test_lora_run_with_a_lora_critic_resumes_bit_identically(tiny_assets, tmp_path):
     """Actor and critic both LoRA (gae, KL loss): 2 steps, resume to 3, against 3 steps straight: the same
     rollouts and byte-identical adapter files; the checkpoint's merged models load with from_pretrained
     and compute what peft computes on the base; main_eval evaluates the checkpoint and the viewer draws
@@ -165,7 +165,7 @@ def test_lora_run_with_a_lora_critic_resumes_bit_identically(tiny_assets, ray_se
     from peft import PeftModel
     from transformers import AutoModelForTokenClassification
 
-    from tests.e2e_utils import tiny_config
+    from tests.e2e_utils import ONE_PROCESS, tiny_config
     from tests.test_eval import base_overrides, run_eval
     from verl.trainer.launch import run
     from verl.utils.fs import read_jsonl
@@ -174,6 +174,7 @@ def test_lora_run_with_a_lora_critic_resumes_bit_identically(tiny_assets, ray_se
         "data.max_response_length=16", "actor_rollout_ref.model.lora_rank=4",
         "actor_rollout_ref.actor.use_kl_loss=true", "algorithm.adv_estimator=gae", "critic.optim.lr=1e-3",
         "critic.model.lora_rank=2", "critic.model.target_modules=[q_proj,v_proj]", "trainer.save_freq=1",
+        ONE_PROCESS,
     )  # fmt: skip
     resumed, straight = tmp_path / "resumed", tmp_path / "straight"
     run(tiny_config("tiny_longcot", tiny_assets, resumed, *keys, "trainer.total_training_steps=2"))

@@ -139,17 +139,18 @@ def test_log_probs_are_finite_for_rows_alone(model):
 
 
 @pytest.mark.slow
-def test_a_delethink_step_trains_the_same_with_shared_prefixes(tiny_assets, ray_session, tmp_path):
-    """Ray workers, FSDP2, the real agent loop: sharing changes the forward's token count only."""
-    from tests.e2e_utils import DELETHINK, tiny_config
+def test_a_delethink_step_trains_the_same_with_shared_prefixes(tiny_assets, tmp_path):
+    """A whole run (FSDP2, the real agent loop, in one process): sharing changes the forward's token count
+    only."""
+    from tests.e2e_utils import DELETHINK, ONE_PROCESS, tiny_config
     from verl.trainer.launch import run
     from verl.utils.fs import read_jsonl
 
     metrics = {}
     for share in (False, True):
         run_dir = tmp_path / f"share_{share}"
-        run(tiny_config("tiny_delethink", tiny_assets, run_dir, *DELETHINK, "trainer.total_training_steps=1",
-                        f"actor_rollout_ref.model.share_prompt_prefix={share}"))  # fmt: skip
+        keys = ("trainer.total_training_steps=1", f"actor_rollout_ref.model.share_prompt_prefix={share}")
+        run(tiny_config("tiny_delethink", tiny_assets, run_dir, *DELETHINK, ONE_PROCESS, *keys))
         metrics[share] = read_jsonl(run_dir / "metrics.jsonl")[0]
     plain, shared = metrics[False], metrics[True]
     assert plain["delethink/num_turns_max"] > 1  # chunk rows that share the question
