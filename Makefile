@@ -18,8 +18,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	PYTHON=$(abspath $(BIN))/python bash examples/quickstart.sh
 
+# The suite in TEST_WORKERS processes (pytest-xdist; worksteal: a worker that is done takes over queued
+# tests of the other), each with its share of the cores (tests/conftest.py); then the 10 slowest
+# tests, so a new slow one is seen when it lands. TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=10 tests   # the 10 slowest, so a new slow test is seen
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=10 tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

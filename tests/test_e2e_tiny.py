@@ -150,7 +150,7 @@ def test_template_script_runs_with_overrides_and_validates(tiny_assets, tmp_path
     refused = subprocess.run(["bash", script, *overrides, "trainer.resume_mode=disable"], env=env,
                              capture_output=True, text=True, timeout=300)  # fmt: skip
     assert refused.returncode != 0 and "trainer.overwrite=true" in refused.stderr
-    fresh = ["trainer.resume_mode=disable", "trainer.overwrite=true"]
+    fresh = ["trainer.resume_mode=disable", "trainer.overwrite=true", ONE_PROCESS]  # Ray ran above
     again = subprocess.run(["bash", script, *overrides, *fresh], env=env, capture_output=True, text=True,
                            timeout=300)  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]

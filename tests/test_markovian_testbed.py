@@ -173,9 +173,11 @@ def test_eval_data_groups_and_timing_problems(tmp_path):
 
 @pytest.mark.slow
 def test_the_recipe_at_smoke_size_writes_every_table(tmp_path):
+    """The recipe's plumbing, stage to stage. Its RL runs take the one-process launcher: the Ray path is
+    the same run (tests/test_local_launcher.py) and is run end to end in tests/test_e2e_tiny.py."""
     env = {**os.environ, "SIZE": "smoke", "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
     result = subprocess.run(
-        ["bash", str(RECIPE / "run.sh"), "trainer.logger=[console,jsonl]"],
+        ["bash", str(RECIPE / "run.sh"), "trainer.logger=[console,jsonl]", "trainer.launcher=local"],
         cwd=REPO,
         env=env,
         capture_output=True,
