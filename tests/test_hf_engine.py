@@ -8,6 +8,7 @@ import torch
 import transformers
 
 from verl.core.engine import SamplingParams
+from verl.tools.cost_model import qwen2_dims, sequence_cost
 from verl.workers.rollout.hf_engine import HFRolloutEngine, prefill_inputs
 from verl.workers.rollout.kv_cache import SlotKVCache
 from verl.workers.rollout.prefix_store import PrefixStore
@@ -287,6 +288,41 @@ def test_concurrent_requests_share_batched_forwards():
     assert capped.num_prefills == 4  # 10 + 10 + 10 + 2
     assert capped.num_forward_calls == 4 * new_tokens
     assert capped.max_rows_per_forward == 10
+
+
+def sampled_reference(model, prompt: list[int], params: SamplingParams) -> list[int]:
+    """The tokens a seeded request must get, by re-running the whole sequence for every token (no cache,
+    no padding, no batch) and drawing token i with the request's counter draw i."""
+    tokens: list[int] = []
+    seed = torch.tensor([as_int64(params.seed)])
+    for i in range(params.max_new_tokens):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + tokens])).logits[:, -1]
+        token, _ = sample_next_tokens(
+            logits,
+            torch.tensor([params.temperature]),
+            torch.tensor([params.top_p]),
+            torch.tensor([params.top_k]),
+            counter_uniform(seed, torch.tensor([i])),
+        )
+        tokens.append(int(token))
+    return tokens
+
+
+def test_batched_cached_decoding_samples_the_tokens_of_an_uncached_reference_loop():
+    # what every change to the decode step must keep: the tokens of each seed, whatever the batch
+    model = make_model()
+    params = [
+        SamplingParams(max_new_tokens=40, temperature=1.0, seed=11),
+        SamplingParams(max_new_tokens=40, temperature=0.0, seed=15),
+        SamplingParams(max_new_tokens=25, temperature=0.7, top_p=0.9, seed=12),
+        SamplingParams(max_new_tokens=40, temperature=1.3, top_k=5, seed=13),
+        SamplingParams(max_new_tokens=33, temperature=1.0, seed=14),
+    ]
+    requests = [(make_prompt(4 + 11 * i, offset=5 * i), p) for i, p in enumerate(params)]
+    engine = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD)
+    for (prompt, p), out in zip(requests, run(engine, requests), strict=True):
+        assert out.token_ids == sampled_reference(model, prompt, p)
 
 
 def test_seeded_sampling_ignores_batch_composition():
@@ -702,7 +738,20 @@ def test_throughput_benchmark_quick_mode_runs(capsys):
     benchmark = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "hf_engine_throughput.py"))
     benchmark["main"](["--quick", "--cases", "3x5+4", "--repeats", "1"])
     row = next(line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["3x5+4"])
-    ours, theirs, best_ratio, pair_ratio = row[1:]
+    ours, theirs, best_ratio, pair_ratio, floor, over_floor = row[1:]
     assert float(ours) > 0 and float(theirs) > 0
     assert float(best_ratio.rstrip("x")) == pytest.approx(float(ours) / float(theirs), rel=0.01, abs=0.01)
     assert pair_ratio.endswith("x")
+    # no engine runs faster than its own matmuls run bare
+    assert float(floor) > 0 and float(over_floor.rstrip("x")) >= 1
+
+
+def test_decode_step_matmuls_count_the_cost_models_flops():
+    benchmark = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "hf_engine_throughput.py"))
+    config = make_model().config
+    batch, context = 3, 10
+    shapes = benchmark["decode_step_matmuls"](config, batch, context)
+    flops = sum(2 * math.prod(left) * right[-1] for left, right in shapes)
+    # the cost model's decode step at position context - 1 attends to `context` keys
+    expected = batch * sequence_cost(qwen2_dims(config), context - 1, 1).decode_flops
+    assert flops == expected

@@ -68,21 +68,29 @@ def test_claim_b_needs_a_rising_delethink_and_a_small_longcot_gain():
     assert "not decided" in "\n".join(report.claim_b(lc, summary("delethink", {512: (0, 0)}), 512))
 
 
-def timed(wall_s: float, thinking_tokens: int) -> dict:
+def timed(wall_s: float, thinking_tokens: int, update_s: float = 1.0) -> dict:
     return {
         "wall_s": wall_s, "thinking_tokens": thinking_tokens, "prefill_s": 0.5, "prefill_tokens": 100,
-        "reused_prompt_tokens": 40,
+        "reused_prompt_tokens": 40, "trajectories": 128, "update_s": update_s, "step_s": wall_s + update_s,
+    }  # fmt: skip
+
+
+def with_ratios(row: dict) -> dict:
+    lc, dt = row["longcot"], row["delethink"]
+    return {
+        **row, "delethink_over_longcot": dt["wall_s"] / lc["wall_s"],
+        "step_delethink_over_longcot": dt["step_s"] / lc["step_s"],
     }  # fmt: skip
 
 
 def test_claim_c_step_batch_rollout_and_per_token_growth():
     # 10 thinking tokens per budget token. LongCoT: 1.0 -> 2.0 ms/token; Delethink: 1.2 -> 1.32 (1.10x)
     rows = [
-        {"budget": b, "max_chunks": i, "longcot": timed(lc, 10 * b), "delethink": timed(dt, 10 * b)}
+        with_ratios(
+            {"budget": b, "max_chunks": i, "longcot": timed(lc, 10 * b), "delethink": timed(dt, 10 * b)}
+        )
         for b, i, lc, dt in ((512, 7, 5.12, 6.144), (1024, 15, 15.36, 13.517), (2048, 31, 40.96, 27.034))
     ]
-    for r in rows:
-        r["delethink_over_longcot"] = r["delethink"]["wall_s"] / r["longcot"]["wall_s"]
     as_trained = {"budget": 512, "longcot": timed(4.0, 3000), "delethink": timed(4.4, 3100)}
     as_trained["delethink_over_longcot"] = 1.1
     timing = {"prompts": 16, "samples": 8, "repeats": 3, "rows": rows, "as_trained": as_trained}
@@ -95,6 +103,10 @@ def test_claim_c_step_batch_rollout_and_per_token_growth():
     assert "longcot: per-token time at 2048 / at 512 = 2.00x" in text
     assert "delethink: per-token time at 2048 / at 512 = 1.10x" in text
     assert "LongCoT growing (> 1x) and faster than Delethink: **held**" in text
+    # per trajectory (128): LongCoT rollout 40 ms at 512, update 1 s / 128 = 7.8 ms, step 47.8 ms
+    assert "| 512 | 40.0 | 48.0 | 7.8 | 7.8 | 47.8 | 55.8 | 1.17 |" in text
+    assert "whole step (rollout + update) per trajectory is the cheaper one from budget 1024" in text
+    assert "its rollout from budget 1024; at 2048 Delethink / LongCoT is 0.67 for the step" in text
     assert report.ms_per_token(cost["timing"][2]["longcot"]) == pytest.approx(2.0)
     # LongCoT not growing (0.48x) is not held, even with Delethink falling faster (0.42x)
     for r, (lc, dt) in zip(rows, ((5.12, 5.12), (9.8, 8.5), (9.83, 8.5)), strict=True):
@@ -103,6 +115,24 @@ def test_claim_c_step_batch_rollout_and_per_token_growth():
     assert (
         "longcot: per-token time at 2048 / at 512 = 0.48x" in flat
         and "faster than Delethink: **not held**" in flat
+    )
+
+
+def test_crossover_is_where_delethink_stays_cheaper_up_to_the_largest_budget():
+    def rows(step_ratios: list[float]) -> list[dict]:
+        return [
+            {"budget": 256 * (i + 1), "step_delethink_over_longcot": r, "delethink_over_longcot": 1.5}
+            for i, r in enumerate(step_ratios)
+        ]
+
+    assert report.crossover(rows([1.2, 0.9, 1.01, 0.8, 0.7]), "step_delethink_over_longcot") == 1024
+    assert report.crossover(rows([0.9, 0.8]), "step_delethink_over_longcot") == 256
+    assert report.crossover(rows([0.9, 1.1]), "step_delethink_over_longcot") is None
+    text = report.crossover_sentence(rows([0.9, 0.8]))
+    # a timing file written before the updates were timed gets a line, not a KeyError
+    assert "predates the update timing" in "\n".join(report.cost_curve([{"budget": 256, "longcot": {}}]))
+    assert (
+        "the cheaper one from budget 256 (the smallest measured), its rollout at no measured budget" in text
     )
 
 
@@ -222,18 +252,23 @@ def test_the_recipe_at_smoke_size_writes_every_table(tmp_path):
         "## (b) accuracy vs thinking budget on problems longer than B = 128",
         "## (c) training cost",
         "Rollout per step, Delethink / LongCoT =",
-        "per-token time at 512 / at 128",
+        "per-token time at 256 / at 128",
         "budgets at which Delethink's rollout is the cheaper one",
+        "### The cost curve: one trajectory, LongCoT against Delethink",
+        "On this machine Delethink's whole step (rollout + update) per trajectory is the cheaper one",
     ):
         assert heading in text, heading
-    for png in ("accuracy_vs_budget.png", "cost.png", "training_curves.png"):
+    for png in ("accuracy_vs_budget.png", "cost.png", "crossover.png", "training_curves.png"):
         assert (tmp_path / "out" / png).stat().st_size > 0
     # the timing runs ignore end-of-sequence: every sample wrote its whole budget
     timing = json.loads((tmp_path / "out" / "eval" / "timing.json").read_text())
-    assert [r["budget"] for r in timing["rows"]] == [128, 192, 256, 384, 512]
+    assert [r["budget"] for r in timing["rows"]] == [128, 256]  # B and 2B at smoke size
     for r in timing["rows"]:
         for mode in ("longcot", "delethink"):
             assert r[mode]["thinking_tokens"] == r["budget"] * timing["prompts"] * timing["samples"], mode
+            # each rollout was followed by its update: the batch's training rows went through the actor
+            assert r[mode]["update_s"] > 0 and r[mode]["train_tokens"] >= r[mode]["thinking_tokens"]
+            assert r[mode]["step_s"] == pytest.approx(r[mode]["wall_s"] + r[mode]["update_s"])
 
 
 def test_timing_chunks_give_delethink_exactly_the_budget():

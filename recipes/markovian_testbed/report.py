@@ -10,9 +10,10 @@ held / not held, with the numbers it was decided on: nothing is decided here tha
 
 - (a) accuracy at the training budget B on held-out problems of the trained sizes;
 - (b) accuracy vs thinking budget on problems whose reference thinking is longer than B;
-- (c) cost: rollout and update time per RL step, estimated FLOPs, and the rollout of one step-sized
-  batch at budgets B..4B for both trained models (ROOT/eval/timing.json, from time_rollouts.py):
-  seconds and seconds per thinking token;
+- (c) cost: rollout and update time per RL step, estimated FLOPs, and the rollout and update of one
+  step-sized batch at budgets B..8B for both trained models (ROOT/eval/timing.json, from
+  time_rollouts.py): seconds, seconds per thinking token, and the cost per trajectory with the budget
+  from which Delethink is the cheaper one (ROOT/crossover.png);
 - the Markovian-ness probe of the warm start (Delethink inference vs LongCoT inference at B).
 """
 
@@ -60,6 +61,41 @@ def accuracy_by_budget(summary: dict[str, Any], mode: str, source: str) -> dict[
 def ms_per_token(run: dict[str, Any]) -> float:
     """Milliseconds of rollout per thinking token of one timed run (time_rollouts.py)."""
     return 1e3 * run["wall_s"] / run["thinking_tokens"]
+
+
+def ms_per_trajectory(run: dict[str, Any], key: str) -> float:
+    """Milliseconds of `key` (wall_s: the rollout; step_s: rollout + update) per trajectory of a timed run."""
+    return 1e3 * run[key] / run["trajectories"]
+
+
+def crossover(rows: list[dict[str, Any]], ratio_key: str) -> int | None:
+    """The smallest measured budget from which Delethink / LongCoT (`ratio_key`) stays below 1 at every
+    larger measured budget; None if it is not below 1 at the largest."""
+    found = None
+    for row in reversed(rows):
+        if row[ratio_key] >= 1:
+            break
+        found = row["budget"]
+    return found
+
+
+def crossover_sentence(rows: list[dict[str, Any]]) -> str:
+    """Where Delethink becomes the cheaper environment on this machine, per trajectory."""
+    step, rollout = crossover(rows, "step_delethink_over_longcot"), crossover(rows, "delethink_over_longcot")
+    largest = rows[-1]["budget"]
+
+    def where(budget: int | None) -> str:
+        if budget is None:
+            return f"at no measured budget (up to {largest})"
+        return f"from budget {budget}" + (" (the smallest measured)" if budget == rows[0]["budget"] else "")
+
+    last = rows[-1]
+    return (
+        f"On this machine Delethink's whole step (rollout + update) per trajectory is the cheaper one "
+        f"{where(step)}, its rollout {where(rollout)}; at {largest} Delethink / LongCoT is "
+        f"{last['step_delethink_over_longcot']:.2f} for the step and {last['delethink_over_longcot']:.2f} "
+        "for the rollout."
+    )
 
 
 def verdict(held: bool) -> str:
@@ -118,6 +154,35 @@ def median_of(records: list[dict[str, Any]], key: str) -> float:
     return float(np.median(values)) if values else float("nan")
 
 
+def timed_updates(rows: list[dict[str, Any]]) -> bool:
+    """Whether the timing runs include their updates (timing.json files written before they did do not)."""
+    return all("step_delethink_over_longcot" in r for r in rows)
+
+
+def cost_curve(rows: list[dict[str, Any]]) -> list[str]:
+    """Rollout, update and whole step per trajectory at each budget, and where Delethink becomes cheaper."""
+    lines = ["", "### The cost curve: one trajectory, LongCoT against Delethink", ""]
+    if not timed_updates(rows):
+        return lines + ["not measured: eval/timing.json predates the update timing; delete it and rerun", ""]
+    lines += [
+        "The same runs, each followed by the update the trainer makes of that batch (old log-probs + PPO "
+        "update, the testbed configs' actor settings); step = rollout + update, per trajectory.",
+        "",
+        "| budget | LongCoT rollout ms | Delethink rollout ms | LongCoT update ms | Delethink update ms "
+        "| LongCoT step ms | Delethink step ms | step Delethink / LongCoT |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        per_trajectory = [
+            f"{ms_per_trajectory(r[mode], key):.1f}"
+            for key in ("wall_s", "update_s", "step_s")
+            for mode in ("longcot", "delethink")
+        ]
+        step_ratio = r["step_delethink_over_longcot"]
+        lines.append(f"| {r['budget']} | {' | '.join(per_trajectory)} | {step_ratio:.2f} |")
+    return lines + ["", crossover_sentence(rows), "", "![crossover](crossover.png)", ""]
+
+
 def claim_c(
     run_dirs: dict[str, Path], timing: dict[str, Any] | None, budget: int, chunk: int, carry: int
 ) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
@@ -164,7 +229,7 @@ def claim_c(
     rows = timing["rows"]
     lines += [
         f"Rollout of one RL-step-sized batch ({timing['prompts']} problems x {timing['samples']} samples) at "
-        "budgets B..4B (`time_rollouts.py`): end-of-sequence ignored, so every sample writes its whole "
+        "budgets B..8B (`time_rollouts.py`): end-of-sequence ignored, so every sample writes its whole "
         f"budget; both trained models alternate in one process, median of {timing['repeats']} repeats.",
         "",
         "| budget | I | LongCoT s | Delethink s | Delethink / LongCoT | LongCoT ms/token "
@@ -179,7 +244,7 @@ def claim_c(
             f"{ms_per_token(dt):.3f} | {dt['prefill_s']:.2f} ({dt['prefill_tokens']} / "
             f"{dt['reused_prompt_tokens']}) |"
         )
-    lines.append("")
+    lines += cost_curve(rows)
     trained = timing["as_trained"]
     lc, dt, ratio = trained["longcot"], trained["delethink"], trained["delethink_over_longcot"]
     lines.append(
@@ -249,6 +314,30 @@ def plot(root: Path, lc: dict | None, dt: dict | None, budget: int, cost: dict[s
         ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, root / "cost.png")
+    if cost["timing"] and timed_updates(cost["timing"]):
+        plot_crossover(root, cost["timing"])
+
+
+def plot_crossover(root: Path, rows: list[dict[str, Any]]) -> None:
+    """Rollout and whole step per trajectory against the budget, both environments: where they cross."""
+    import matplotlib.pyplot as plt
+
+    budgets = [r["budget"] for r in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    panels = (("wall_s", "rollout"), ("step_s", "whole step (rollout + update)"))
+    for ax, (key, title) in zip(axes, panels, strict=True):
+        for mode, label in (("longcot", "LongCoT"), ("delethink", "Delethink")):
+            ax.plot(budgets, [ms_per_trajectory(r[mode], key) for r in rows], marker="o", label=label)
+        ax.set_title(f"{title} per trajectory")
+        ax.set_xlabel("thinking budget (tokens)")
+        ax.set_ylabel("ms per trajectory")
+        ax.set_ylim(bottom=0)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(budgets, [str(b) for b in budgets])
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    save_figure(fig, root / "crossover.png")
 
 
 def probe_section(probe: dict[str, Any]) -> list[str]:

@@ -5,9 +5,10 @@
 #   2. LongCoT-RL (budget B) and Delethink-RL (C = B/4, m = C/2, I so that the budget is B) from that
 #      checkpoint, same seed, same prompts, same samples per prompt
 #   3. main_eval: the probe of the warm start at B; budget sweeps B..4B of both RL checkpoints on held-out
-#      problems of the trained sizes and on problems longer than B; time_rollouts.py: the rollout of one
-#      RL-step-sized batch of each RL checkpoint at B..4B, alternating in one process
-#   4. the report: $OUT/report.md, accuracy_vs_budget.png, cost.png, training_curves.png
+#      problems of the trained sizes and on problems longer than B; time_rollouts.py: the rollout and the
+#      update of one RL-step-sized batch of each RL checkpoint at B..8B, alternating in one process: the
+#      cost per trajectory of both environments, and the budget from which Delethink's is the lower
+#   4. the report: $OUT/report.md, accuracy_vs_budget.png, cost.png, crossover.png, training_curves.png
 # A stage whose output exists is skipped (an unfinished RL run resumes); FORCE=1 redoes everything;
 # RL_ONLY=1 stops after the RL runs (a sweep that evaluates the checkpoints its own way).
 # Sizes: the default is the full setting (B = 512; about 2-3 hours on 2 cores); SIZE=demo is the
@@ -37,7 +38,8 @@ force_flag=()
 
 echo "== 1/4 model, data, Markovian warm start"
 if needed "$OUT/init/config.json"; then
-  "$PYTHON" -m verl.models.tiny --out "$OUT/init" --seed 0 --dims max_position_embeddings=$((4 * B + 64)) \
+  # positions for the timing stage's longest LongCoT rollout (8B); rotary, so no weight depends on it
+  "$PYTHON" -m verl.models.tiny --out "$OUT/init" --seed 0 --dims max_position_embeddings=$((8 * B + 64)) \
     ${force_flag[@]+"${force_flag[@]}"}
 fi
 if needed "$OUT/data/train.jsonl"; then
@@ -99,13 +101,15 @@ final=global_step_${STEPS}
 evaluate probe_sft "$OUT/sft" probe "$OUT/data/eval.jsonl" delethink.max_chunks=[$I]
 evaluate longcot_rl "$OUT/longcot/$final" longcot "$OUT/data/eval.jsonl" longcot.budgets=[$lc_budgets]
 evaluate delethink_rl "$OUT/delethink/$final" delethink "$OUT/data/eval.jsonl" delethink.max_chunks=[$dt_chunks]
-# rollout of one RL-step-sized batch at each budget, both models alternating in one process, end-of-sequence
-# ignored so every sample writes its whole budget: the time measures the length, not where a model stopped
+# rollout and update of one RL-step-sized batch at budgets B, 2B, 4B, 6B, 8B (up to TIMING_TO x B), both
+# models alternating in one process, end-of-sequence ignored so every sample writes its whole budget: the
+# time measures the length, not where a model stopped
+timing_budgets=$(for k in 1 2 4 6 8; do if ((k <= TIMING_TO)); then echo $((k * B)); fi; done | paste -sd,)
 if needed "$OUT/eval/timing.json"; then
   "$PYTHON" recipes/markovian_testbed/time_rollouts.py --longcot "$OUT/longcot/$final" \
-    --delethink "$OUT/delethink/$final" --data "$OUT/data/timing.jsonl" --budgets "$lc_budgets" \
+    --delethink "$OUT/delethink/$final" --data "$OUT/data/timing.jsonl" --budgets "$timing_budgets" \
     --chunk $C --keep-head $HEAD --keep-tail $TAIL --prompts "$PROMPTS" --samples "$SAMPLES" \
-    --repeats "$TIMING_REPEATS" --max-question-tokens $((C + 32 - M)) --out "$OUT/eval/timing.json"
+    --repeats "$TIMING_REPEATS" --num-threads "$TIMING_THREADS" --max-question-tokens $((C + 32 - M)) --out "$OUT/eval/timing.json"
 fi
 
 echo "== 4/4 report"

@@ -14,6 +14,13 @@ chunks in all, each prefilling question + carry-over again (less what the engine
 prompts of one group, and the question and head a chunk shares with the trace's previous chunk). The
 engine's counters split each run's time into prefill and decode. One more pair at the first budget
 honours end-of-sequence, as training does: the rollout of an RL step as it happens.
+
+After each rollout the same process times that batch's update as the trainer makes it: the old
+log-probs (one forward over the training rows) and the PPO update, with the actor settings of
+`testbed_longcot.yaml` / `testbed_delethink.yaml` (micro-batches, Delethink's shared prompt prefixes,
+two optimizer steps), on a second copy of each model. Rollout + update is the whole step (reward and
+bookkeeping left out), so the rows give the cost of one trajectory in both environments as the
+budget grows, and the budget at which Delethink's step becomes the cheaper one.
 """
 
 from __future__ import annotations
@@ -25,7 +32,14 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verl.core.trajectory import Trajectory
+    from verl.workers.actor.dp_actor import DataParallelPPOActor
+
+    # the actor, its optimizer steps per batch, and the token budget of its log-prob micro-batches
+    ActorSetup = tuple[DataParallelPPOActor, int, int]
 
 if __package__ in (None, ""):  # run as a script: the repository root holds `verl`
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -60,8 +74,66 @@ def _load(model_path: str, num_threads: int):
     return tokenizer, HFRolloutEngine(model, eos_token_ids(model, tokenizer), tokenizer.pad_token_id)
 
 
-def _time_one(engine, loop, items, params) -> dict[str, float]:
-    """Run the agent loop over every item once; its wall time and the engine's counters over the run."""
+def _actor(mode: str, model_path: str, args: argparse.Namespace, budget: int) -> ActorSetup:
+    """The trainer's actor for `mode` on a copy of the model (the testbed config's update settings, with
+    this batch's prompts and samples), and its optimizer steps per batch."""
+    from verl.config import compose_config
+    from verl.eval.config import resolve_model_dir
+    from verl.trainer.config_loader import load_config
+    from verl.workers.actor.dp_actor import DataParallelPPOActor
+    from verl.workers.fsdp_workers import load_causal_lm, make_optimizer
+
+    model_dir = resolve_model_dir(model_path)
+    overrides = [
+        f"actor_rollout_ref.model.path={model_dir}", f"data.train_batch_size={args.prompts}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={max(1, args.prompts // 2)}",
+        f"actor_rollout_ref.rollout.n={args.samples}",
+    ]  # fmt: skip
+    if mode == "delethink":
+        chunks = delethink_chunks(budget, args.chunk, args.keep_head + args.keep_tail)
+        overrides += [
+            f"algorithm.delethink.chunk_size={args.chunk}", f"algorithm.delethink.keep_head={args.keep_head}",
+            f"algorithm.delethink.keep_tail={args.keep_tail}", f"algorithm.delethink.max_chunks={chunks}",
+        ]  # fmt: skip
+    else:
+        overrides.append(f"data.max_response_length={budget}")
+    config = load_config(compose_config(f"testbed_{mode}", overrides), check_paths=False)
+    ref = config.actor_rollout_ref
+    model = load_causal_lm(str(model_dir), ref.model.attn_implementation)
+    optimizer, scheduler = make_optimizer(model, ref.actor.optim)
+    actor = DataParallelPPOActor(
+        model, optimizer, ref.actor, ref.rollout.temperature, config.thinking_budget, lr_scheduler=scheduler,
+        use_remove_padding=ref.model.use_remove_padding, share_prompt_prefix=ref.model.share_prompt_prefix,
+    )  # fmt: skip
+    return actor, config.num_mini_batches, ref.rollout.log_prob_max_token_len_per_gpu
+
+
+def _time_update(setup: ActorSetup, trajectories: list[Trajectory], pad_token_id: int) -> dict[str, float]:
+    """Old log-probs and one PPO update of `trajectories`' training rows, as the trainer makes them."""
+    from verl.core.batch import (
+        collate_rows,
+        flat_batch_correction_ratio,
+        pad_rows_to_multiple,
+        trajectory_rows,
+    )
+
+    actor, num_mini_batches, log_prob_max_tokens = setup
+    advantages = [1.0 if i % 2 else -1.0 for i in range(len(trajectories))]  # any non-zero advantages
+    rows = pad_rows_to_multiple(trajectory_rows(trajectories, advantages), num_mini_batches)
+    batch = collate_rows(rows, pad_token_id)
+    start = time.perf_counter()
+    batch["old_log_probs"] = actor.compute_log_prob(
+        batch, actor.config.ppo_micro_batch_size_per_gpu, max_token_len=log_prob_max_tokens
+    )
+    metrics = actor.update_policy(
+        batch, num_mini_batches, flat_batch_correction_ratio(len(rows), len(trajectories))
+    )
+    return {"update_s": time.perf_counter() - start, "train_tokens": metrics["actor/forward_tokens"]}
+
+
+def _time_one(engine, loop, items, params, update: ActorSetup, pad_token_id: int) -> dict[str, float]:
+    """Run the agent loop over every item once, then the update (`update`: an `_actor` setup) of the
+    trajectories; the rollout's wall time and the engine's counters over it, and the update's time."""
     from verl.agent_loop.manager import run_agent_loops
 
     def counters() -> tuple[float, ...]:
@@ -78,8 +150,9 @@ def _time_one(engine, loop, items, params) -> dict[str, float]:
     prefilled, reused, prefill_s, decode_s, forwards = (
         a - b for a, b in zip(counters(), before, strict=True)
     )
-    return {
+    run = {
         "wall_s": wall,
+        "trajectories": len(trajectories),
         "thinking_tokens": sum(len(turn.response_ids) for t in trajectories for turn in t.turns),
         "requests": sum(len(t.turns) for t in trajectories),
         "prefill_tokens": prefilled,
@@ -88,13 +161,19 @@ def _time_one(engine, loop, items, params) -> dict[str, float]:
         "decode_s": decode_s,
         "forwards": forwards,
     }
+    run.update(_time_update(update, trajectories, pad_token_id))
+    run["step_s"] = wall + run["update_s"]
+    return run
 
 
 def _median_row(runs: list[dict[str, float]]) -> dict[str, Any]:
     walls = [r["wall_s"] for r in runs]
     median = statistics.median(walls)
     typical = min(runs, key=lambda r: abs(r["wall_s"] - median))  # its breakdown goes with the median
-    return {**typical, "wall_s": median, "wall_s_all": walls}
+    row = {**typical, "wall_s": median, "wall_s_all": walls}
+    for key in ("update_s", "step_s"):  # medians of their own over the same repeats
+        row[key] = statistics.median(r[key] for r in runs)
+    return row
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -130,6 +209,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     chunks = {b: delethink_chunks(b, args.chunk, carry) for b in budgets}  # checked before any model loads
     loaded = {mode: _load(getattr(args, mode), args.num_threads) for mode in MODES}
     tokenizer = loaded["longcot"][0]
+    actors = {mode: _actor(mode, getattr(args, mode), args, budgets[0]) for mode in MODES}
     questions = load_prompts([args.data], tokenizer, "prompt", args.max_question_tokens, True)[: args.prompts]
     items = [item for item in questions for _ in range(args.samples)]
 
@@ -152,27 +232,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for repeat in range(args.repeats):
             for mode in MODES if repeat % 2 == 0 else reversed(MODES):
                 loop, sampling = setups[mode]
-                runs[mode].append(_time_one(loop.engine, loop, items, sampling))
+                runs[mode].append(
+                    _time_one(loop.engine, loop, items, sampling, actors[mode], tokenizer.pad_token_id)
+                )
         row = {"budget": budget, "max_chunks": chunks[budget], **{m: _median_row(r) for m, r in runs.items()}}
         row["delethink_over_longcot"] = row["delethink"]["wall_s"] / row["longcot"]["wall_s"]
+        row["step_delethink_over_longcot"] = row["delethink"]["step_s"] / row["longcot"]["step_s"]
         return row
 
-    for _, engine in loaded.values():  # warm-up: the first forwards of a process pay one-off start-up costs
-        _time_one(engine, SingleTurnAgentLoop(engine), items, params(args.chunk))
+    for mode, (_, engine) in loaded.items():  # warm-up: the first calls of a process pay one-off costs
+        loop = SingleTurnAgentLoop(engine)
+        _time_one(engine, loop, items, params(args.chunk), actors[mode], tokenizer.pad_token_id)
 
     print(
         f"{len(questions)} problems x {args.samples} samples, temperature 1, end-of-sequence ignored unless "
         f"said; median of {args.repeats} alternating repeats; Delethink C = {args.chunk}, m = {carry}"
     )
+    print("rollout: the batch's generation; step: rollout + old log-probs + PPO update")
     print(f"{'budget':>7}{'I':>4}{'LongCoT s':>11}{'Delethink s':>13}{'DT/LC':>7}{'DT prefill s':>14}"
-          f"{'DT decode s':>13}{'LC decode s':>13}")  # fmt: skip
+          f"{'DT decode s':>13}{'LC decode s':>13}{'LC step s':>11}{'DT step s':>11}"
+          f"{'step DT/LC':>12}")  # fmt: skip
 
     def show(row: dict[str, Any], note: str = "") -> None:
         lc, dt = row["longcot"], row["delethink"]
         tqdm.write(
             f"{row['budget']:>7}{row['max_chunks']:>4}{lc['wall_s']:>11.2f}{dt['wall_s']:>13.2f}"
             f"{row['delethink_over_longcot']:>7.2f}{dt['prefill_s']:>14.2f}{dt['decode_s']:>13.2f}"
-            f"{lc['decode_s']:>13.2f}{note}"
+            f"{lc['decode_s']:>13.2f}{lc['step_s']:>11.2f}{dt['step_s']:>11.2f}"
+            f"{row['step_delethink_over_longcot']:>12.2f}{note}"
         )
 
     # as in training first: end-of-sequence ends a sample, each model thinks as long as it does
