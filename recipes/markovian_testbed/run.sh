@@ -13,7 +13,8 @@
 # RL_ONLY=1 stops after the RL runs (a sweep that evaluates the checkpoints its own way).
 # Sizes: the default is the full setting (B = 512; about 2-3 hours on 2 cores); SIZE=demo is the
 # quickstart's (B = 256, under 15 minutes; its warm start has no long starts, which only claim (b) past B
-# needs, and learns the step rule within 900 steps where it did not in 600 with them; README);
+# needs; it trains up to 1500 steps and stops once it solves 0.9 of its held-out problems at T = 1;
+# README);
 # SIZE=smoke is CI's (seconds per stage, numbers meaningless).
 # Usage: [PYTHON=.venv/bin/python] [SIZE=full|demo|smoke] [OUT=DIR] [STEPS=N] [FORCE=1] [RL_ONLY=1] \
 #        bash recipes/markovian_testbed/run.sh [hydra overrides for both RL runs]
