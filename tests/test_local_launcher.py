@@ -17,6 +17,7 @@ from tests.e2e_utils import DELETHINK, asset_paths, tiny_config
 from verl.trainer.launch import run
 from verl.trainer.resume import config_differences
 from verl.utils.fs import read_jsonl
+from verl.workers.worker_group import cpu_threads_per_rank
 
 REPO = Path(__file__).parents[1]
 MODES = {"tiny_longcot": ("data.max_response_length=24",), "tiny_delethink": DELETHINK}
@@ -55,8 +56,8 @@ def test_local_run_equals_the_ray_run_and_imports_no_ray(name, tiny_assets, ray_
             [name, str(tiny_assets), str(tmp_path / "local"), [*overrides, "trainer.launcher=local"]]
         )],
         cwd=REPO, capture_output=True, text=True, timeout=300,
-        # the threads Ray gives one rank (ActorRolloutWorkerGroup): CPU kernels may split sums by thread
-        env={**os.environ, "OMP_NUM_THREADS": str(os.cpu_count() or 1)},
+        # the threads Ray gives the one rank: CPU kernels may split sums by thread
+        env={**os.environ, "OMP_NUM_THREADS": str(cpu_threads_per_rank(1))},
     )  # fmt: skip
     assert local.returncode == 0, local.stderr[-3000:]
     assert "ray imported: False" in local.stdout

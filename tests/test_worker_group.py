@@ -12,7 +12,7 @@ from verl.data.rl_dataset import PromptItem
 from verl.trainer.launch import run
 from verl.utils.fs import read_jsonl
 from verl.workers.sharded_group import contiguous_shards, update_shard_indices
-from verl.workers.worker_group import ActorRolloutWorkerGroup
+from verl.workers.worker_group import ActorRolloutWorkerGroup, cpu_threads_per_rank
 
 pytestmark = pytest.mark.slow
 
@@ -29,6 +29,14 @@ def test_update_shards_give_each_rank_its_block_of_every_mini_batch():
     assert only.tolist() == list(range(6))
     with pytest.raises(ValueError, match="6 rows do not split into 2 mini-batches x 4 ranks"):
         update_shard_indices(6, 2, 4)
+
+
+def test_a_cpu_rank_takes_its_share_of_the_cores_capped_by_omp_num_threads(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert [cpu_threads_per_rank(n) for n in (1, 2, 3, 32)] == [16, 8, 5, 1]
+    monkeypatch.setenv("OMP_NUM_THREADS", "6")
+    assert [cpu_threads_per_rank(n) for n in (1, 2, 4)] == [6, 6, 4]
 
 
 def _one_update(cfg, batch_source=None):

@@ -18,14 +18,24 @@ from verl.workers.fsdp_workers import ActorRolloutRefWorker
 from verl.workers.sharded_group import ShardedWorkerGroup
 
 
+def cpu_threads_per_rank(world_size: int) -> int:
+    """Torch threads of one CPU rank: an equal share of this machine's cores, at most the OMP_NUM_THREADS
+    this process was given (on a machine shared with other jobs, more threads than free cores spin while
+    they wait for each other: a Ray test run under two pytest-xdist workers took 1.6x as long)."""
+    threads = max(1, (os.cpu_count() or 1) // world_size)
+    if os.environ.get("OMP_NUM_THREADS"):
+        threads = min(threads, int(os.environ["OMP_NUM_THREADS"]))
+    return threads
+
+
 class ActorRolloutWorkerGroup(ShardedWorkerGroup):
     def __init__(self, config: PolicyIterationConfig) -> None:
         trainer = config.trainer
         self.world_size = trainer.world_size
         self.dynamic_bsz = config.actor_rollout_ref.actor.use_dynamic_bsz
         on_gpu = trainer.device == "cuda"
-        # each CPU rank gets an equal share of this machine's cores; a GPU rank needs little CPU
-        threads = max(1, (os.cpu_count() or 1) // self.world_size)
+        # a GPU rank needs little CPU
+        threads = cpu_threads_per_rank(self.world_size)
         options: dict[str, Any] = {"num_gpus": 1, "num_cpus": 1} if on_gpu else {"num_cpus": 1}
         options["runtime_env"] = {"env_vars": {"OMP_NUM_THREADS": str(threads)}}
         actor_cls = ray.remote(ActorRolloutRefWorker)
