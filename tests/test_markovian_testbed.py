@@ -276,3 +276,32 @@ def test_timing_chunks_give_delethink_exactly_the_budget():
     assert [chunks(b, 128, 64) for b in (128, 512, 768, 2048)] == [1, 7, 11, 31]  # 128 + (I - 1) * 64
     with pytest.raises(ValueError, match="whole chunks of C - m = 64"):
         chunks(500, 128, 64)
+
+
+def test_op_time_split_counts_matmul_and_attention_kernels_against_the_rest():
+    split = load("time_rollouts").op_time_split(
+        {"aten::mm": 3.0, "aten::addmm": 1.0, "aten::mul": 2.0, "aten::silu": 0.5,
+         "aten::_scaled_dot_product_flash_attention_for_cpu_backward": 1.5, "aten::copy_": 2.0},
+        top=2,
+    )  # fmt: skip
+    assert split["op_s"] == 10.0 and split["matmul_s"] == 5.5 and split["matmul_share"] == 0.55
+    assert split["top_other"] == [("aten::mul", 2.0), ("aten::copy_", 2.0)]
+    assert load("time_rollouts").op_time_split({})["matmul_share"] == 0.0
+
+
+def test_the_update_profile_runs_both_environments_on_the_tiny_model(tiny_assets, tmp_path, capsys):
+    """--profile-update end to end on the random tiny model: a rollout, then its update under the profiler."""
+    result = load("time_rollouts").main([
+        "--longcot", str(tiny_assets / "model"), "--delethink", str(tiny_assets / "model"),
+        "--data", str(tiny_assets / "data" / "train.jsonl"), "--budgets", "24", "--chunk", "12",
+        "--keep-head", "2", "--keep-tail", "4", "--prompts", "2", "--samples", "2", "--num-threads", "1",
+        "--profile-update", "--out", str(tmp_path / "profile.json"),
+    ])  # fmt: skip
+    assert json.loads((tmp_path / "profile.json").read_text()) == json.loads(json.dumps(result))
+    for mode in ("longcot", "delethink"):
+        row = result[mode]
+        assert 0 < row["matmul_s"] < row["op_s"] and 0 < row["matmul_share"] < 1
+        assert row["update_s"] > 0 and row["train_tokens"] >= 4 * 24  # 4 trajectories, budget filled
+    # Delethink's rows repeat the question and the carry-over in every chunk: more tokens than LongCoT's
+    assert result["delethink"]["train_tokens"] > result["longcot"]["train_tokens"]
+    assert "matmul + attention" in capsys.readouterr().out

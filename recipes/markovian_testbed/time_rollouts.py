@@ -21,6 +21,11 @@ log-probs (one forward over the training rows) and the PPO update, with the acto
 two optimizer steps), on a second copy of each model. Rollout + update is the whole step (reward and
 bookkeeping left out), so the rows give the cost of one trajectory in both environments as the
 budget grows, and the budget at which Delethink's step becomes the cheaper one.
+
+`--profile-update` instead profiles one update per environment at the first budget (torch.profiler, after
+a rollout that is not timed) and prints how much of the actor's op time is matrix multiplication and
+attention kernels (forward and backward) and which other ops take the rest: where the update's time goes
+that the arithmetic does not explain.
 """
 
 from __future__ import annotations
@@ -45,6 +50,13 @@ if __package__ in (None, ""):  # run as a script: the repository root holds `ver
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 MODES = ("longcot", "delethink")
+# The kernels doing the update's arithmetic on CPU: linear layers (mm / addmm, and bmm where batched) and
+# sdpa's attention, forward and backward. Every other op is elementwise work, copies, or bookkeeping.
+MATMUL_OPS = frozenset({
+    "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
+    "aten::_scaled_dot_product_flash_attention_for_cpu",
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
+})  # fmt: skip
 
 
 def delethink_chunks(budget: int, chunk: int, carry: int) -> int:
@@ -131,6 +143,26 @@ def _time_update(setup: ActorSetup, trajectories: list[Trajectory], pad_token_id
     return {"update_s": time.perf_counter() - start, "train_tokens": metrics["actor/forward_tokens"]}
 
 
+def op_time_split(self_seconds: dict[str, float], top: int = 6) -> dict[str, Any]:
+    """From each op's self time: the total, the share of it in MATMUL_OPS, and the `top` other ops by
+    self time (name, seconds)."""
+    total = sum(self_seconds.values())
+    matmul = sum(t for name, t in self_seconds.items() if name in MATMUL_OPS)
+    others = sorted(((n, t) for n, t in self_seconds.items() if n not in MATMUL_OPS), key=lambda x: -x[1])
+    return {"op_s": total, "matmul_s": matmul, "matmul_share": matmul / total if total else 0.0,
+            "top_other": others[:top]}  # fmt: skip
+
+
+def _profile_update(setup: ActorSetup, trajectories: list[Trajectory], pad_token_id: int) -> dict[str, Any]:
+    """`_time_update` under torch.profiler: its wall time, tokens and `op_time_split` of its ops."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        timed = _time_update(setup, trajectories, pad_token_id)
+    self_seconds = {e.key: e.self_cpu_time_total / 1e6 for e in prof.key_averages()}
+    return {**timed, **op_time_split(self_seconds)}
+
+
 def _time_one(engine, loop, items, params, update: ActorSetup, pad_token_id: int) -> dict[str, float]:
     """Run the agent loop over every item once, then the update (`update`: an `_actor` setup) of the
     trajectories; the rollout's wall time and the engine's counters over it, and the update's time."""
@@ -192,6 +224,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--num-threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, help="where to write the JSON results")
+    parser.add_argument(
+        "--profile-update", action="store_true",
+        help="profile one update per environment at the first budget instead of the timing table",
+    )  # fmt: skip
     args = parser.parse_args(argv)
 
     from tqdm import tqdm
@@ -244,6 +280,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         loop = SingleTurnAgentLoop(engine)
         _time_one(engine, loop, items, params(args.chunk), actors[mode], tokenizer.pad_token_id)
 
+    if args.profile_update:
+        return _profile_both(args, loaded, actors, items, params, chunks[budgets[0]], budgets[0])
+
     print(
         f"{len(questions)} problems x {args.samples} samples, temperature 1, end-of-sequence ignored unless "
         f"said; median of {args.repeats} alternating repeats; Delethink C = {args.chunk}, m = {carry}"
@@ -274,6 +313,37 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "keep_head": args.keep_head, "keep_tail": args.keep_tail, "num_threads": args.num_threads,
         "as_trained": as_trained, "rows": rows,
     }  # fmt: skip
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(Path(args.out), json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def _profile_both(args, loaded, actors, items, params, max_chunks: int, budget: int) -> dict[str, Any]:
+    """`--profile-update`: one rollout per environment at `budget` (end-of-sequence ignored), then its
+    update under the profiler; print and write the split."""
+    from verl.agent_loop.delethink import DelethinkAgentLoop
+    from verl.agent_loop.manager import run_agent_loops
+    from verl.agent_loop.single_turn import SingleTurnAgentLoop
+    from verl.core.delethink import DelethinkParams
+    from verl.utils.fs import atomic_write_text
+
+    dt_params = DelethinkParams(args.chunk, args.keep_head, args.keep_tail, None, max_chunks)
+    loops = {
+        "longcot": (SingleTurnAgentLoop(loaded["longcot"][1]), params(budget)),
+        "delethink": (DelethinkAgentLoop(loaded["delethink"][1], dt_params), params(args.chunk)),
+    }
+    result: dict[str, Any] = {"budget": budget, "num_threads": args.num_threads}
+    print(f"update of {len(items)} trajectories at B = {budget}, profiled (op self time, one thread per op)")
+    for mode, (loop, sampling) in loops.items():
+        trajectories = asyncio.run(run_agent_loops(loop, items, sampling))
+        row = _profile_update(actors[mode], trajectories, loaded[mode][0].pad_token_id)
+        result[mode] = row
+        others = ", ".join(f"{name.removeprefix('aten::')} {t:.2f}" for name, t in row["top_other"])
+        print(
+            f"{mode:>9}: update {row['update_s']:.2f} s, {row['train_tokens']} forward tokens; ops "
+            f"{row['op_s']:.2f} s, matmul + attention {row['matmul_s']:.2f} s ({row['matmul_share']:.0%}); "
+            f"next: {others}"
+        )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(Path(args.out), json.dumps(result, indent=2) + "\n")
     return result
