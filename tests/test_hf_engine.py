@@ -12,7 +12,13 @@ from verl.tools.cost_model import qwen2_dims, sequence_cost
 from verl.workers.rollout.hf_engine import HFRolloutEngine, prefill_inputs
 from verl.workers.rollout.kv_cache import SlotKVCache
 from verl.workers.rollout.prefix_store import PrefixStore
-from verl.workers.rollout.sampler import as_int64, counter_uniform, sample_next_tokens, splitmix64
+from verl.workers.rollout.sampler import (
+    as_int64,
+    counter_uniform,
+    sample_next_tokens,
+    sample_unfiltered,
+    splitmix64,
+)
 
 torch.set_num_threads(1)
 
@@ -92,6 +98,18 @@ def test_sample_next_tokens_against_hand_computed_rows():
     expected = [0.5, 0.2, 0.3, 0.5, 0.3, 0.5, 0.5, math.sqrt(0.3) / sqrt_total, 0.3, 0.3]
     # the log-prob is of the unfiltered tempered distribution, not the renormalised filtered one
     assert torch.allclose(log_probs, torch.tensor(expected).log(), atol=1e-6)
+
+
+def test_sample_unfiltered_is_sample_next_tokens_bit_for_bit_on_its_rows():
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(64, 263, generator=generator) * 4
+    logits[:8, 7] = 30.0  # rows with one dominant token, where the cdf's rounding matters most
+    temperature = torch.rand(64, generator=generator) * 2 + 0.05
+    uniform = counter_uniform(torch.arange(64), torch.arange(64))
+    off_p, off_k = torch.ones(64), torch.full((64,), -1)
+    tokens, log_probs = sample_unfiltered(logits, temperature, uniform)
+    expected_tokens, expected_log_probs = sample_next_tokens(logits, temperature, off_p, off_k, uniform)
+    assert torch.equal(tokens, expected_tokens) and torch.equal(log_probs, expected_log_probs)
 
 
 # The first outputs of splitmix64 seeded with 1234567, from its reference C implementation.
@@ -529,6 +547,40 @@ def test_prefix_store_finds_the_longest_stored_prefix_and_starts_over_when_full(
     assert store.longest([1, 2]) is None and store.longest([6, 6]).length == 2
     store.add(list(range(11)), kv(11, 4.0), kv(11, -4.0))  # larger than the whole budget: not kept
     assert store.longest([0, 1]) is None
+
+
+def test_prefix_store_answers_as_a_scan_of_every_entry_does():
+    # Random entries over 3 token ids share, split and repeat prefixes at every depth; the store must
+    # return what scanning every entry since the last start-over returns: the longest common prefix,
+    # and among the entries that reach it the latest one.
+    generator = torch.Generator().manual_seed(0)
+
+    def tokens(low: int, high: int) -> list[int]:
+        length = int(torch.randint(low, high, (), generator=generator))
+        return torch.randint(3, (length,), generator=generator).tolist()
+
+    def common(a: list[int], b: list[int]) -> int:
+        pairs = enumerate(zip(a, b, strict=False))
+        return next((i for i, (x, y) in pairs if x != y), min(len(a), len(b)))
+
+    store = PrefixStore(max_bytes=2 * 4 * 120)  # keys and values of 120 one-float columns
+    entries: list[tuple[list[int], float]] = []
+    for step in range(300):
+        entry = tokens(1, 12)
+        columns = sum(len(e) for e, _ in entries) + len(entry)
+        if columns > 120:
+            entries = []
+        keys = [torch.full((1, len(entry), 1), float(step))]
+        store.add(entry, keys, [-k for k in keys])
+        entries.append((entry, float(step)))
+        query = tokens(0, 14)
+        lengths = [common(e, query) for e, _ in entries]
+        match = store.longest(query)
+        if max(lengths, default=0) == 0:
+            assert match is None
+            continue
+        expected = [tag for (_, tag), n in zip(entries, lengths, strict=True) if n == max(lengths)][-1]
+        assert match.length == max(lengths) and match.keys[0][0, 0, 0] == expected
 
 
 def test_identical_prompts_prefill_once_and_sample_as_if_apart():

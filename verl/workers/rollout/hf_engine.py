@@ -33,7 +33,7 @@ from verl.core.engine import GenerateOutput, RolloutEngine, SamplingParams
 from verl.models.lora import merged_after_update
 from verl.workers.rollout.kv_cache import SlotKVCache
 from verl.workers.rollout.prefix_store import PrefixMatch, PrefixStore
-from verl.workers.rollout.sampler import as_int64, counter_uniform, sample_next_tokens
+from verl.workers.rollout.sampler import as_int64, counter_uniform, sample_next_tokens, sample_unfiltered
 
 
 @dataclass
@@ -44,6 +44,12 @@ class _Request:
     future: asyncio.Future[GenerateOutput]
     token_ids: list[int] = field(default_factory=list)
     log_probs: list[float] = field(default_factory=list)
+    # samples with temperature > 0 and neither top-k nor top-p, so `sample_unfiltered` serves it; a
+    # field, not a property: every decode step reads it for every running row
+    unfiltered: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.unfiltered = self.params.temperature > 0 and self.params.top_k < 1 and self.params.top_p >= 1
 
 
 @dataclass
@@ -325,15 +331,18 @@ class HFRolloutEngine(RolloutEngine):
         rows = slice(first_row, None)
         state = self._rows
         uniform = counter_uniform(state.seed[rows], state.num_sampled[rows])
-        tokens, log_probs = sample_next_tokens(
-            logits, state.temperature[rows], state.top_p[rows], state.top_k[rows], uniform
-        )
+        requests = self._running[first_row:]
+        if all(request.unfiltered for request in requests):  # RL's usual case: known on the host
+            tokens, log_probs = sample_unfiltered(logits, state.temperature[rows], uniform)
+        else:
+            tokens, log_probs = sample_next_tokens(
+                logits, state.temperature[rows], state.top_p[rows], state.top_k[rows], uniform
+            )
         state.last_token[rows] = tokens
         state.num_sampled[rows] += 1
         stopped = torch.isin(tokens, self.eos_token_ids) & ~state.ignore_eos[rows]
         finished = stopped | (state.num_sampled[rows] == state.max_new_tokens[rows])
 
-        requests = self._running[first_row:]
         for request, token, log_prob in zip(requests, tokens.tolist(), log_probs.tolist(), strict=True):
             request.token_ids.append(token)
             request.log_probs.append(log_prob)

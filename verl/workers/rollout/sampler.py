@@ -82,6 +82,17 @@ def _sample_filtered(
     return sorted_ids.gather(-1, position.unsqueeze(-1)).squeeze(-1)
 
 
+def sample_unfiltered(
+    logits: torch.Tensor, temperature: torch.Tensor, uniform: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`sample_next_tokens` for rows that all sample (temperature > 0) with top-k and top-p off: the
+    same tokens and log-probs, without the per-row checks for greedy and filtered rows: a dozen small
+    ops, 2-3 us each on a CPU, a fifth of the sampling time per step at batch 8."""
+    log_probs = (logits.float() / temperature.unsqueeze(-1)).log_softmax(dim=-1)
+    tokens = _inverse_cdf(log_probs.exp(), uniform)
+    return tokens, log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
 def sample_next_tokens(
     logits: torch.Tensor,
     temperature: torch.Tensor,
