@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from verl.data import shift_register as sr
 
@@ -235,7 +236,8 @@ def test_lora_table_labels_a_run_by_its_saved_config(tmp_path):
 def test_the_recipe_at_smoke_size_writes_every_table(tmp_path):
     """The recipe's plumbing, stage to stage. Its RL runs take the one-process launcher: the Ray path is
     the same run (tests/test_local_launcher.py) and is run end to end in tests/test_e2e_tiny.py."""
-    env = {**os.environ, "SIZE": "smoke", "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
+    env = {**os.environ, "SIZE": "smoke", "OUT": str(tmp_path / "out"), "PYTHON": sys.executable,
+           "SFT_ARGS": "train.check_every=3"}  # fmt: skip
     result = subprocess.run(
         ["bash", str(RECIPE / "run.sh"), "trainer.logger=[console,jsonl]", "trainer.launcher=local"],
         cwd=REPO,
@@ -245,6 +247,7 @@ def test_the_recipe_at_smoke_size_writes_every_table(tmp_path):
         timeout=1200,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert OmegaConf.load(tmp_path / "out" / "sft" / "sft_config.yaml").train.check_every == 3  # SFT_ARGS
     text = (tmp_path / "out" / "report.md").read_text()
     for heading in (
         "## Markovian-ness probe of the warm start",

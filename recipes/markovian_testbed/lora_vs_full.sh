@@ -14,8 +14,11 @@
 # A learning-rate sweep is this script once per LORA_LR: each LoRA run has its own $LORA_OUT. RL_ONLY=1
 # (read by run.sh) leaves out run.sh's evaluation and report in steps 1 and 2 (the budget sweeps to 4B and
 # the timing stage, most of the time on a busy machine), keeping the held-out evaluation the table reads.
+# Extra arguments are Hydra overrides for all four RL runs (another training seed: trainer.seed=2, with its
+# own FULL; the held-out samples do not depend on it, so the seeds' gains pair by problem as well).
 # Usage: [PYTHON=.venv/bin/python] [SIZE=demo] [FULL=DIR] [LORA_OUT=DIR] [RANK=16] [LORA_LR=1e-4] \
-#        [RL_ONLY=1] [HELDOUT=192] [HELDOUT_N=4] [STEPS=N] bash recipes/markovian_testbed/lora_vs_full.sh
+#        [RL_ONLY=1] [HELDOUT=192] [HELDOUT_N=4] [STEPS=N] bash recipes/markovian_testbed/lora_vs_full.sh \
+#        [hydra overrides]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python}
@@ -30,7 +33,7 @@ HELDOUT_N=${HELDOUT_N:-4}
 final=global_step_${STEPS:-$STEPS_DEFAULT}
 
 echo "== full RL into $FULL"
-PYTHON=$PYTHON SIZE=$SIZE OUT=$FULL bash recipes/markovian_testbed/run.sh
+PYTHON=$PYTHON SIZE=$SIZE OUT=$FULL bash recipes/markovian_testbed/run.sh "$@"
 
 echo "== LoRA-RL (rank $RANK, lr $LORA_LR) into $LORA_OUT"
 mkdir -p "$LORA_OUT"
@@ -39,7 +42,7 @@ for stage in init data sft; do
 done
 PYTHON=$PYTHON SIZE=$SIZE OUT=$LORA_OUT bash recipes/markovian_testbed/run.sh \
   actor_rollout_ref.model.lora_rank="$RANK" actor_rollout_ref.model.lora_alpha=$((2 * RANK)) \
-  actor_rollout_ref.actor.optim.lr="$LORA_LR"
+  actor_rollout_ref.actor.optim.lr="$LORA_LR" "$@"
 
 echo "== held-out evaluation at B = $B: $HELDOUT problems x $HELDOUT_N samples"
 heldout=$FULL/heldout/eval.jsonl

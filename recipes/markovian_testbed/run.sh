@@ -16,8 +16,10 @@
 # needs; it trains up to 1500 steps and stops once it solves 0.9 of its held-out problems at T = 1;
 # README);
 # SIZE=smoke is CI's (seconds per stage, numbers meaningless).
+# SFT_ARGS: Hydra overrides for the warm start, e.g. "train.stop_at_accuracy=0.5 train.check_every=50" for
+# one that leaves RL more room (the LoRA comparison's, README).
 # Usage: [PYTHON=.venv/bin/python] [SIZE=full|demo|smoke] [OUT=DIR] [STEPS=N] [FORCE=1] [RL_ONLY=1] \
-#        bash recipes/markovian_testbed/run.sh [hydra overrides for both RL runs]
+#        [SFT_ARGS="..."] bash recipes/markovian_testbed/run.sh [hydra overrides for both RL runs]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python}
@@ -57,7 +59,7 @@ if needed "$OUT/sft/config.json"; then
     force=true train.steps="$SFT_STEPS" train.micro_batches="$SFT_MICRO" task.long_start.prob="$LONG_START" train.warmup_steps=$((SFT_STEPS < 25 ? SFT_STEPS : 25)) task.max_size="$MAX_STEPS" task.continuation.max_size="$CONT_MAX_STEPS" \
     task.continuation.chunk_size=$C task.continuation.keep_head=$HEAD task.continuation.keep_tail=$TAIL \
     eval.num_problems="$SFT_EVAL" eval.min_size="$MIN_STEPS" eval.max_size="$MAX_STEPS" \
-    eval.max_new_tokens=$((B + 16))
+    eval.max_new_tokens=$((B + 16)) ${SFT_ARGS:-}
 fi
 
 echo "== 2/4 RL: LongCoT and Delethink, $STEPS steps each"
