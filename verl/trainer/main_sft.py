@@ -365,9 +365,12 @@ def run(config: SFTConfig) -> dict[str, dict[str, float]]:
     """Train, evaluate, save; one process, or one rank of a torchrun group."""
     ranks = init_ranks(gpu_if_any=config.from_files)
     try:
-        return _run(config, ranks)
-    finally:
+        result = _run(config, ranks)
+    except BaseException:
         parallel.finish(ranks)
+        raise
+    parallel.finish(ranks, all_done=True)
+    return result
 
 
 def _run(config: SFTConfig, ranks: Ranks) -> dict[str, dict[str, float]]:

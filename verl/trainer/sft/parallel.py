@@ -120,6 +120,12 @@ def load_optimizer_state(model: PreTrainedModel, optimizer: torch.optim.Optimize
     set_optimizer_state_dict(model, optimizer, optim_state, options=StateDictOptions(full_state_dict=True))
 
 
-def finish(ranks: Ranks) -> None:
+def finish(ranks: Ranks, all_done: bool = False) -> None:
+    """Leave the process group. `all_done`: every rank finished its run, so they first wait for each other
+    and no rank tears the group down while another still uses it (a 2-rank SFT run once aborted at exit,
+    "terminate called without an active exception", after all its steps). After an error no barrier:
+    the others may never reach it."""
     if ranks.sharded and dist.is_initialized():
+        if all_done:
+            dist.barrier()
         dist.destroy_process_group()
