@@ -11,7 +11,7 @@
 #   4. the report: $OUT/report.md, accuracy_vs_budget.png, cost.png, crossover.png, training_curves.png
 # A stage whose output exists is skipped (an unfinished RL run resumes); FORCE=1 redoes everything;
 # RL_ONLY=1 stops after the RL runs (a sweep that evaluates the checkpoints its own way).
-# Sizes: the default is the full setting (B = 512; about 2-3 hours on 2 cores); SIZE=demo is the
+# Sizes: the default is the full setting (B = 512; 59 min on a quiet 2-core machine, 2026-11-25); SIZE=demo is the
 # quickstart's (B = 256, under 15 minutes; its warm start has no long starts, which only claim (b) past B
 # needs; it trains up to 1500 steps and stops once it solves 0.9 of its held-out problems at T = 1;
 # README);
