@@ -46,31 +46,32 @@ REPO = Path(__file__).resolve().parents[1]
 _BEFORE = pytest.StashKey[object]()
 
 
-def _controls_the_session() -> bool:
+def _controls_the_session(config: pytest.Config) -> bool:
     """True in the process that reports the session: pytest itself, or pytest-xdist's controller (its
-    workers each run a share of the tests and end before the controller does)."""
-    return "PYTEST_XDIST_WORKER" not in os.environ
+    workers each run a share of the tests and end before the controller does). A worker is told by its
+    config, not by PYTEST_XDIST_WORKER: a pytest that a test starts inherits that variable."""
+    return not hasattr(config, "workerinput")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    if _controls_the_session():
+    if _controls_the_session(session.config):
         session.config.stash[_BEFORE] = snapshot(REPO)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if not _controls_the_session():
+    if not _controls_the_session(session.config):
         return
     before = session.config.stash.get(_BEFORE, None)
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if before is None:
-        if reporter:
-            reporter.write_line(f"repository left as found: not checked ({REPO} is not a git checkout)")
-        return
-    left = leftovers(before, snapshot(REPO) or {})
-    if left:
+        message = f"repository left as found: not checked ({REPO} is not a git checkout)"
+    else:
+        left = leftovers(before, snapshot(REPO) or {})
+        if not left:
+            return
         shown = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
-        if reporter:
-            reporter.write_line(
-                f"tests wrote inside the repository ({REPO}): {shown}; write to tmp_path instead", red=True
-            )
+        message = f"tests wrote inside the repository ({REPO}): {shown}; write to tmp_path instead"
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter:
+        reporter.write_line("")  # under pytest-xdist the progress line is still open
+        reporter.write_line(message, red=before is not None)
