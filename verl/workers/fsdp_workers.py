@@ -259,7 +259,7 @@ class ActorRolloutRefWorker:
             engine_model = load_causal_lm(ref_cfg.model.path)
             if ref_cfg.model.lora_rank:
                 engine_model = lora.engine_model(engine_model, ref_cfg.model)
-            engine_model = engine_model.to(self.device).eval()
+            engine_model = engine_model.to(self.device, getattr(torch, config.engine_dtype)).eval()
             self.engine = HFRolloutEngine(
                 engine_model, eos_ids, self.tokenizer.pad_token_id, max_num_seqs=ref_cfg.rollout.max_num_seqs
             )

@@ -25,7 +25,7 @@ import shutil
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from verl.agent_loop import agent_loop_class
 from verl.config import PolicyIterationConfig
-from verl.core import core_algos
+from verl.core import core_algos, rollout_correction
 from verl.core.batch import (
     TokenLayout,
     TrainRow,
@@ -261,9 +261,13 @@ class RayPPOTrainer:
             t = time.perf_counter()
             batch["values"] = self.workers.compute_values(batch)
             timing["timing/values_s"] = time.perf_counter() - t
-        prob_diff_mean, prob_diff_max = core_algos.rollout_prob_diff(
-            batch["old_log_probs"], batch["rollout_log_probs"], batch["response_mask"]
+        logps = (batch["old_log_probs"], batch["rollout_log_probs"], batch["response_mask"])
+        mismatch_metrics = rollout_correction.rollout_mismatch_metrics(*logps)
+        weights, correction_metrics = rollout_correction.row_weights(
+            *logps, **asdict(cfg.algorithm.rollout_correction)
         )
+        if weights is not None:
+            batch["rollout_correction_weights"] = weights
         advantage_metrics: dict[str, float] = {}
         if token_level:
             targets, advantage_metrics = self.token_advantages(batch, layout, advantages)
@@ -282,8 +286,8 @@ class RayPPOTrainer:
             timing["timing/update_critic_s"] = update_metrics.pop("timing/update_critic_s")
         metrics = {
             "train/batch_rows": float(batch["responses"].shape[0]),
-            "train/rollout_prob_diff_mean": prob_diff_mean,
-            "train/rollout_prob_diff_max": prob_diff_max,
+            **mismatch_metrics,
+            **correction_metrics,
             **token_advantage_metrics(batch["advantages"], mask),
             **advantage_metrics,
             **batch_metrics,
