@@ -36,7 +36,14 @@ ESTIMATES = {
         "peak 64.06 GiB (old log-probs) of trainer.gpu_memory_gib=79.6: fits",
         "largest update micro-batch: 26624 tokens, 24576 response positions",
     ],
-    "examples/reproduce_rl_training/delethink_24k.sh": [FITS, "128 sequences x 14737 tokens need 50.37 GiB"],
+    "examples/reproduce_rl_training/delethink_24k.sh": [
+        FITS, "128 sequences x 14737 tokens need 50.37 GiB",
+        # the checkpoints: 4 (float32 weights) + 8 (AdamW moments) bytes x 1.777e9 parameters = 6.62 + 13.24
+        # GiB each; 1000 steps, one every 10, none deleted: 100 of them
+        "checkpoint size   19.86 GiB each (weights 6.62 GiB, AdamW moments 13.24 GiB; model: dims of "
+        "DeepSeek-R1-Distill-Qwen-1.5B)",
+        "checkpoints       100 save(s) after step 0; at most 100 on disk at once, 1.94 TiB",
+    ],
     "examples/reproduce_rl_training/delethink_96k.sh": [
         FITS, "dims of DeepSeek-R1-Distill-Qwen-1.5B's, assumed (not read)",
     ],

@@ -15,6 +15,7 @@ from verl.config import ConfigError, PolicyIterationConfig
 from verl.data.rl_dataset import DataError, PromptItem
 from verl.data.tasks import load_split
 from verl.trainer.delethink_ppo.ray_trainer import RayDelethinkTrainer
+from verl.trainer.disk_check import describe_disk
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.trainer.resume import prepare_resume
 from verl.utils import checkpoint
@@ -151,6 +152,13 @@ def run(config: PolicyIterationConfig) -> dict[str, float]:
         raise SystemExit(f"resume error: {e}") from None
     for note in notes:
         print(f"resume: {note}", file=sys.stderr)
+    disk = describe_disk(config, checkpoint.step_of(resume_from) if resume_from else 0)
+    print(disk.text)
+    if disk.refusal:  # before any model is built
+        print(f"disk error: {disk.refusal}", file=sys.stderr)
+        raise SystemExit(2)
+    if disk.warning:
+        print(f"disk warning: {disk.warning}", file=sys.stderr)
     with SignalStop(config.trainer.default_local_dir) as stop:
         seed_everything(config.trainer.seed)
         tokenizer = load_tokenizer(config.actor_rollout_ref.model.path)
@@ -166,4 +174,9 @@ def run(config: PolicyIterationConfig) -> dict[str, float]:
             trainer = TRAINERS[config.trainer.name](
                 config, tokenizer, train_items, val_items, reward_manager, workers
             )
-            return trainer.fit(resume_from)
+            try:
+                return trainer.fit(resume_from)
+            except checkpoint.CheckpointWriteError as e:
+                # metrics and rollouts of the step are written; a rerun re-runs it from the last checkpoint
+                resume = _resume_point(config.trainer.default_local_dir)
+                raise SystemExit(f"checkpoint error: {e}; {resume}") from None
