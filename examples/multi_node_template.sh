@@ -43,9 +43,14 @@
 # this and compares it with the one-node run; RAY_PORT must be free, and two rehearsals need two ports):
 #
 #   export NNODES=2 GPUS_PER_NODE=1 CPUS_PER_NODE=1 HEAD_ADDR=127.0.0.1 RAY_PORT=6390 CONFIG=tiny_delethink
+#   export RAY_TMPDIR=$(mktemp -d)  # this rehearsal's Ray files, out of /tmp/ray (see below)
 #   NODE_RANK=1 bash examples/multi_node_template.sh &
-#   NODE_RANK=0 bash examples/multi_node_template.sh trainer.device=cpu trainer.total_training_steps=3
+#   NODE_RANK=0 bash examples/multi_node_template.sh trainer.total_training_steps=3
 #   kill %1   # node 1's Ray (it would leave by itself within about a minute of node 0's)
+#
+# Every `ray start` records its cluster's address in $RAY_TMPDIR/ray/ray_current_cluster (default
+# /tmp/ray), and a plain ray.init() on that machine joins it (or waits minutes once it is gone); the
+# launcher's private Ray, without RAY_ADDRESS, does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${PYTHON:-}" ]; then
@@ -110,7 +115,7 @@ fi
 export RAY_ADDRESS="$HEAD_ADDR:$RAY_PORT"
 if [ "${DRY_RUN:-0}" != 1 ]; then
   echo "waiting up to ${JOIN_TIMEOUT_S}s for $NNODES node(s) to join $RAY_ADDRESS"
-  "$PYTHON" -m verl.trainer.cluster nodes "$RAY_ADDRESS" "$NNODES" "$JOIN_TIMEOUT_S" $HEAD_PID
+  "$PYTHON" -m verl.trainer.cluster nodes "$RAY_ADDRESS" "$NNODES" "$JOIN_TIMEOUT_S" ${HEAD_PID:+"$HEAD_PID"}
 fi
 "$PYTHON" -m verl.trainer.main_policy_iteration --config-name="$CONFIG" \
   trainer.nnodes="$NNODES" trainer.n_gpus_per_node="$GPUS_PER_NODE" "$@"

@@ -211,8 +211,9 @@ def test_a_lost_node_stops_the_run_cleanly_and_the_same_commands_resume(
     assert checkpoint.checkpoint_problem(newest) is None
     assert newest.name != "global_step_3"  # stopped mid-run
     lost = placement_table(out)[1]
-    stop_line = f"lost {lost}, rank 1 during the run; with the node back, rerun the same command to resume"
-    assert f"{stop_line} from {newest}\n" in out, out[-3000:]
+    stop_line = f"lost {lost}, rank 1 during the run (start it again, or another in its place); rerun"
+    assert f"{stop_line} the same command to resume from {newest}\n" in out, out[-3000:]
+    assert all(checkpoint.checkpoint_problem(step) is None for step in checkpoint.step_dirs(run_dir))
     steps = [m["step"] for m in read_jsonl(run_dir / "metrics.jsonl")]  # every line whole
     assert steps == list(range(1, len(steps) + 1)) and len(steps) >= checkpoint.step_of(newest)
     for step in steps:
@@ -257,10 +258,11 @@ def test_nodes_that_never_join_are_reported_and_node_0_stops_its_ray(machine, ti
     node0, log = machine.start(0, *run_overrides(tiny_assets, tmp_path / "run"), JOIN_TIMEOUT_S="5")
     assert node0.wait(timeout=120) == 2
     assert time.monotonic() - started < 60
-    assert log.read_text().strip().splitlines()[-1] == (
+    refused = (
         f"cluster error: NNODES=2 (trainer.nnodes): 1 of 2 node(s) joined the cluster at {machine.address} "
         "within 5 s (JOIN_TIMEOUT_S); are the others started, with this node's HEAD_ADDR and RAY_PORT?"
     )
+    assert refused in log.read_text().splitlines()  # the head's own lines as it stops may follow
     assert not answers(machine.port)
     assert not (tmp_path / "run").exists()  # the driver never started
 

@@ -176,7 +176,8 @@ def stopped_on_lost_node(workers: ShardedWorkerGroup, run_dir: str) -> Iterator[
             lost = None
         if lost is None:
             raise
-        raise SystemExit(f"{lost}; with the node back, {_resume_point(run_dir)}") from None
+        back = "start it again, or another in its place"
+        raise SystemExit(f"{lost} ({back}); {_resume_point(run_dir)}") from None
 
 
 def run(config: PolicyIterationConfig) -> dict[str, float]:
