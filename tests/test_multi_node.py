@@ -247,7 +247,7 @@ def test_an_address_nobody_answers_on_is_reported_in_the_join_timeout(machine, t
         env={**machine.env, "RAY_ADDRESS": machine.address}, capture_output=True, text=True,
         timeout=120, cwd=REPO,
     )  # fmt: skip
-    assert driver.returncode == 2 and time.monotonic() - started < 60
+    assert driver.returncode == 2 and time.monotonic() - started < 90  # ray.init() alone waits minutes
     refused = f"cluster error: RAY_ADDRESS={machine.address}: nothing answered there within 10 s ("
     assert driver.stderr.strip().splitlines()[-1].startswith(refused), driver.stderr[-3000:]
     assert "Traceback" not in driver.stderr
@@ -257,7 +257,7 @@ def test_nodes_that_never_join_are_reported_and_node_0_stops_its_ray(machine, ti
     started = time.monotonic()
     node0, log = machine.start(0, *run_overrides(tiny_assets, tmp_path / "run"), JOIN_TIMEOUT_S="5")
     assert node0.wait(timeout=120) == 2
-    assert time.monotonic() - started < 60
+    assert time.monotonic() - started < 90
     refused = (
         f"cluster error: NNODES=2 (trainer.nnodes): 1 of 2 node(s) joined the cluster at {machine.address} "
         "within 5 s (JOIN_TIMEOUT_S); are the others started, with this node's HEAD_ADDR and RAY_PORT?"
@@ -287,7 +287,8 @@ def test_what_the_cluster_cannot_hold_is_refused_with_one_line(machine, tiny_ass
 
     started = time.monotonic()
     refused = driver("trainer.nnodes=2", RAY_ADDRESS=machine.address)
-    assert refused.returncode == 2 and time.monotonic() - started < 60
+    # (a placement group that waits for resources would take PLACEMENT_WAIT_S and say something else)
+    assert refused.returncode == 2 and time.monotonic() - started < 90
     assert refused.stderr.strip().splitlines()[-1] == (
         f"cluster error: trainer.nnodes=2, but the Ray cluster at {machine.address} reports 1 alive node(s)"
     ), refused.stderr[-3000:]

@@ -82,9 +82,9 @@ class ActorRolloutWorkerGroup(ShardedWorkerGroup):
         return list(self.workers)
 
     def lost_node_report(self) -> str | None:
-        lost = placement.lost_nodes(self.nodes)
-        self.lost = lost
-        return placement.describe_lost(lost, self.rank_nodes) if lost else None
+        """Which of the ranks' nodes are gone, remembered so that the shutdown leaves their ranks out."""
+        self.lost = placement.lost_nodes(self.nodes)
+        return placement.describe_lost(self.lost, self.rank_nodes) if self.lost else None
 
     def shutdown(self) -> None:
         """Let every rank close what it holds (open envs, the engine, the process group), then end it.
