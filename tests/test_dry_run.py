@@ -24,7 +24,10 @@ SCRIPTS = {
     "examples/critic_gae.sh": [
         "LongCoT", "advantages      gae (gamma 1, lam 0.95): critic from outputs/tiny/sft, lr 0.0001",
     ],
-    "examples/multi_node_template.sh": ["ray start --head --port=6379", "2 node(s) x 8 cuda", "Delethink"],
+    "examples/multi_node_template.sh": [
+        "ray start --head --port=6379", "2 node(s) x 8 cuda", "Delethink",
+        "placement       node 1: ranks 0-7; node 2: ranks 8-15", "one bundle of 1 GPU + 1 CPU per rank",
+    ],
 }  # fmt: skip
 # The estimate's last lines (hand check of 60.75 for the 8K-token rows: engine 0.6 x 79.6 = 47.76,
 # gradients 0.83 + Adam 1.65 (4 and 8 bytes x 1.777e9 / 8 ranks), gathered weights 1.04, activations

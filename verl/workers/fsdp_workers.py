@@ -59,8 +59,10 @@ FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
 def free_port() -> int:
+    """A port free on every interface: the rendezvous store listens on all of them, so that ranks on
+    other nodes reach it."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("", 0))
         return s.getsockname()[1]
 
 
@@ -196,6 +198,12 @@ class ActorRolloutRefWorker:
         self.device = torch.device("cuda", 0) if self.on_gpu else torch.device("cpu")
         self.memory_peaks = DevicePhasePeaks(self.device)  # reported with the update's metrics
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1))))
+
+    def node_id(self) -> str:
+        """The Ray node this rank runs on (the group's rank -> node table)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
 
     def rendezvous_address(self) -> tuple[str, int]:
         """Where the other ranks find this one (rank 0) to form the process group."""
