@@ -34,8 +34,9 @@ def tiny_longcot_with(assets, *overrides: str) -> PolicyIterationConfig:
     return load_config(compose_config("tiny_longcot", [*asset_paths(assets), *overrides]))
 
 
-def tiny_config(name: str, assets, run_dir, *overrides: str) -> PolicyIterationConfig:
-    base = [
+def tiny_overrides(assets, run_dir) -> list[str]:
+    """The overrides of a tiny test run: the test assets, a small batch, no validation, the digit reward."""
+    return [
         *asset_paths(assets),
         f"trainer.default_local_dir={run_dir}",
         "trainer.logger=[jsonl]",
@@ -47,4 +48,7 @@ def tiny_config(name: str, assets, run_dir, *overrides: str) -> PolicyIterationC
         "trainer.test_freq=-1",
         f"custom_reward_function.path={Path(__file__).parent / 'assets' / 'digit_reward.py'}",
     ]
-    return load_config(compose_config(name, base + list(overrides)))
+
+
+def tiny_config(name: str, assets, run_dir, *overrides: str) -> PolicyIterationConfig:
+    return load_config(compose_config(name, tiny_overrides(assets, run_dir) + list(overrides)))

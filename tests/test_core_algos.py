@@ -235,6 +235,29 @@ def test_truncated_importance_sampling_weights_are_capped():
     assert_close(off.tis_weight_mean, torch.tensor(1.0, dtype=torch.float64))
 
 
+def test_row_weights_scale_each_rows_loss_as_constants():
+    # the sequence-level corrections (core/rollout_correction.py): row 0 weighted 0.5, row 1 rejected (0)
+    log_prob = _new_log_prob()
+    weights = torch.tensor([0.5, 0.0], dtype=torch.float32)
+    out = compute_policy_loss(OLD, log_prob, ADV, torch.ones_like(ADV), row_weights=weights, **CLIP)
+    expected = torch.tensor([[-0.55, -0.64, -0.25], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    assert_close(out.loss_mat, expected)
+    out.loss_mat.sum().backward()
+    # row 0's unclipped gradients [-1.1, 0, -0.5] halved; row 1 none
+    assert_close(log_prob.grad, torch.tensor([[-0.55, 0.0, -0.25], [0.0, 0.0, 0.0]], dtype=torch.float64))
+    # with TIS both apply: row 0's token weights [0.5, 1, 2] times 0.5
+    w_raw = torch.tensor([[0.5, 1.0, 4.0], [2.0, 3.0, 1.5]], dtype=torch.float64)
+    both = compute_policy_loss(
+        OLD, _new_log_prob(), ADV, torch.ones_like(ADV), rollout_log_prob=OLD - w_raw.log(),
+        tis_imp_ratio_cap=2.0, row_weights=weights, **CLIP,
+    )  # fmt: skip
+    assert_close(both.loss_mat[0], torch.tensor([-0.275, -0.64, -0.5], dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"row_weights: one per row\); got \{'row_weights': \(3,\)\}"):
+        compute_policy_loss(
+            OLD, _new_log_prob(), ADV, torch.ones_like(ADV), row_weights=torch.ones(3), **CLIP
+        )
+
+
 def test_policy_loss_errors():
     with pytest.raises(ValueError, match="clip_ratio_c must be > 1"):
         compute_policy_loss(

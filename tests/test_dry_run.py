@@ -24,7 +24,10 @@ SCRIPTS = {
     "examples/critic_gae.sh": [
         "LongCoT", "advantages      gae (gamma 1, lam 0.95): critic from outputs/tiny/sft, lr 0.0001",
     ],
-    "examples/multi_node_template.sh": ["ray start --head --port=6379", "2 node(s) x 8 cuda", "Delethink"],
+    "examples/multi_node_template.sh": [
+        "ray start --head --port=6379", "2 node(s) x 8 cuda", "Delethink",
+        "placement       node 1: ranks 0-7; node 2: ranks 8-15", "one bundle of 1 GPU + 1 CPU per rank",
+    ],
 }  # fmt: skip
 # The estimate's last lines (hand check of 60.75 for the 8K-token rows: engine 0.6 x 79.6 = 47.76,
 # gradients 0.83 + Adam 1.65 (4 and 8 bytes x 1.777e9 / 8 ranks), gathered weights 1.04, activations
@@ -36,7 +39,14 @@ ESTIMATES = {
         "peak 64.06 GiB (old log-probs) of trainer.gpu_memory_gib=79.6: fits",
         "largest update micro-batch: 26624 tokens, 24576 response positions",
     ],
-    "examples/reproduce_rl_training/delethink_24k.sh": [FITS, "128 sequences x 14737 tokens need 50.37 GiB"],
+    "examples/reproduce_rl_training/delethink_24k.sh": [
+        FITS, "128 sequences x 14737 tokens need 50.37 GiB",
+        # the checkpoints: 4 (float32 weights) + 8 (AdamW moments) bytes x 1.777e9 parameters = 6.62 + 13.24
+        # GiB each; 1000 steps, one every 10, none deleted: 100 of them
+        "checkpoint size   19.86 GiB each (weights 6.62 GiB, AdamW moments 13.24 GiB; model: dims of "
+        "DeepSeek-R1-Distill-Qwen-1.5B)",
+        "checkpoints       100 save(s) after step 0; at most 100 on disk at once, 1.94 TiB",
+    ],
     "examples/reproduce_rl_training/delethink_96k.sh": [
         FITS, "dims of DeepSeek-R1-Distill-Qwen-1.5B's, assumed (not read)",
     ],

@@ -37,18 +37,6 @@ def test_zero_std_ratio_counts_groups_with_equal_scores():
     assert core_algos.zero_std_ratio(torch.tensor([0.2, 0.7]), ["a", "a"]) == 0.0
 
 
-def test_rollout_prob_diff_over_masked_tokens():
-    # probabilities trainer 0.5, 0.25, 1.0 vs rollout 0.4, 0.25, 0.1 (the last token is masked out)
-    old = torch.tensor([[0.5, 0.25, 1.0]]).log()
-    rollout = torch.tensor([[0.4, 0.25, 0.1]]).log()
-    mask = torch.tensor([[1.0, 1.0, 0.0]])
-    mean, largest = core_algos.rollout_prob_diff(old, rollout, mask)
-    assert mean == pytest.approx(0.05) and largest == pytest.approx(0.1)
-    assert core_algos.rollout_prob_diff(old, rollout, torch.zeros_like(mask)) == (0.0, 0.0)
-    with pytest.raises(ValueError, match="equal shapes"):
-        core_algos.rollout_prob_diff(old, rollout[:, :2], mask)
-
-
 def test_filter_groups_config_is_checked(tiny_assets, tmp_path):
     with pytest.raises(ConfigError, match=r"algorithm.filter_groups.max_num_gen_batches=0: must be >= 1"):
         tiny_config("tiny_longcot", tiny_assets, tmp_path, "algorithm.filter_groups.max_num_gen_batches=0")

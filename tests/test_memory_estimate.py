@@ -13,7 +13,12 @@ from verl.core import core_algos
 from verl.tools.cost_model import PRESETS
 from verl.trainer import memory_estimate
 from verl.trainer.config_loader import load_config
-from verl.trainer.memory_check import describe_memory, lookup_model_shape, shape_from_hf_config
+from verl.trainer.memory_check import (
+    describe_memory,
+    lookup_model_shape,
+    settings_from_config,
+    shape_from_hf_config,
+)
 from verl.trainer.memory_estimate import (
     GIB,
     RUNTIME_OVERHEAD_GIB,
@@ -51,6 +56,7 @@ SETTINGS = MemorySettings(
     update=MicroBatch(tokens=10, positions=6),
     log_prob=MicroBatch(tokens=12, positions=6),
     engine="sglang",
+    engine_bytes=2,
     gpu_memory_utilization=0.5,
     free_cache_engine=True,
     tensor_parallel_size=1,
@@ -157,10 +163,33 @@ def test_an_engine_that_keeps_its_memory_and_the_reference_model():
         assert phase["reference model"] == 2 * 1664  # frozen: in the compute dtype (2 bytes)
     # the hf engine: a float32 copy it never frees, the batch's float32 KV while it generates, and
     # the shard on top
-    est = small_estimate(engine="hf")
+    est = small_estimate(engine="hf", engine_bytes=4)
     assert est.phases["rollout"]["engine"] == 4 * 1664 + 3 * 7 * 64
     assert est.phases["old log-probs"]["engine"] == est.phases["update"]["engine"] == 4 * 1664
     assert est.phases["rollout"]["weights shard"] == 1664 and est.kv_pool is None
+    # an hf engine in bfloat16 (rollout.dtype): half the copy and half the KV cache
+    est = small_estimate(engine="hf", engine_bytes=2)
+    assert est.phases["rollout"]["engine"] == 2 * 1664 + 3 * 7 * 32
+
+
+def test_the_engines_dtype_is_rollout_dtype_else_the_engines_own():
+    def settings(*overrides):
+        config = load_config(
+            compose_config("r1d-1.5b_deepscaler_delethink_24k", list(overrides)), check_paths=False
+        )
+        shape, _ = lookup_model_shape(config.actor_rollout_ref.model.path)
+        return settings_from_config(config, shape), shape
+
+    sglang, shape = settings()
+    assert sglang.engine_bytes == 2  # SGLang in the actor's compute dtype, bfloat16
+    wide, _ = settings("actor_rollout_ref.rollout.dtype=float32")
+    assert wide.engine_bytes == 4
+    # SGLang's share is fixed: its float32 weights leave 2 bytes x Ψ less for the KV pool
+    assert (
+        estimate_memory(shape, sglang).kv_pool - estimate_memory(shape, wide).kv_pool == 2 * shape.num_params
+    )
+    hf, _ = settings("actor_rollout_ref.rollout.name=hf")
+    assert hf.engine_bytes == 4  # the hf engine's float32 copy
 
 
 def test_the_critic_adds_its_own_fsdp_state_to_every_phase():

@@ -261,6 +261,9 @@ def test_constructor_maps_config_values_to_server_args(monkeypatch, tiny_assets,
     assert engine.max_positions == 1024 and engine.vocab_size == 263  # from the tiny model's config
     engine.shutdown()
     assert engine._engine is None
+    # rollout.dtype, when set, is the engine's dtype whatever the actor computes in
+    config.actor_rollout_ref.rollout.dtype = "float32"
+    assert SGLangRolloutEngine.from_config(config, EOS)._engine.server_args["dtype"] == "float32"
 
 
 def test_bad_constructor_values_are_all_reported(tiny_assets, monkeypatch):

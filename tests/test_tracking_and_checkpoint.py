@@ -49,13 +49,15 @@ def test_wandb_offline_run_with_group(tmp_path, monkeypatch):
     assert len(runs) == 1 and runs[0].stat().st_size > 0
 
 
-def commit(root, step):
-    """A checkpoint with every file resuming needs (contents do not matter here)."""
+def commit(root, step, parts=("actor",)):
+    """A checkpoint with every file resuming needs (contents do not matter here), of the actor and, when
+    `parts` names it, the critic."""
     tmp = checkpoint.temp_step_dir(root, step)
     (tmp / "trainer_state.json").write_text(json.dumps({"global_step": step}))
-    (tmp / "actor" / "huggingface").mkdir(parents=True)
-    (tmp / "actor" / "state.pt").write_bytes(b"x")
-    (tmp / "actor" / "huggingface" / "config.json").write_text("{}")
+    for part in parts:
+        (tmp / part / "huggingface").mkdir(parents=True)
+        (tmp / part / "state.pt").write_bytes(b"x")
+        (tmp / part / "huggingface" / "config.json").write_text("{}")
     return checkpoint.commit_step_dir(root, step, tmp)
 
 

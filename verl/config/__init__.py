@@ -26,7 +26,13 @@ from verl.config.actor_rollout_ref import (
     RolloutConfig,
     SamplingConfig,
 )
-from verl.config.algorithm import AlgorithmConfig, DelethinkConfig, FilterGroupsConfig, KLControlConfig
+from verl.config.algorithm import (
+    AlgorithmConfig,
+    DelethinkConfig,
+    FilterGroupsConfig,
+    KLControlConfig,
+    RolloutCorrectionConfig,
+)
 from verl.config.critic import CriticConfig, CriticModelConfig
 from verl.config.data import DataConfig, TaskConfig
 from verl.config.load import compose_config, config_error, parse_config, to_dataclass
@@ -61,6 +67,7 @@ __all__ = [
     "RefConfig",
     "RewardModelConfig",
     "RolloutConfig",
+    "RolloutCorrectionConfig",
     "SamplingConfig",
     "TaskConfig",
     "TrainerConfig",

@@ -197,6 +197,9 @@ class RolloutConfig:
     tensor_model_parallel_size: int = 1  # SGLang: GPUs per engine
     gpu_memory_utilization: float = 0.5  # SGLang: fraction of GPU memory for weights + KV cache
     free_cache_engine: bool = True  # SGLang: release engine memory while the colocated actor trains
+    # the engine's weights and KV cache: float32 | bfloat16 | float16; null: hf float32, sglang the actor's
+    # fsdp_config.param_dtype (train/rollout_* metrics show what a lower precision costs)
+    dtype: str | None = None
     # the gym agent loop (verl/envs); a row's env_config/ctx_config wins
     gym: GymConfig = field(default_factory=GymConfig)
     # rollouts by environment-manager workers (docs/ENV_MANAGER.md)
@@ -212,6 +215,7 @@ class RolloutConfig:
             *SAMPLING_RULES,
             *positive("n", "max_num_seqs", "log_prob_max_token_len_per_gpu", "tensor_model_parallel_size"),
             ("gpu_memory_utilization", lambda v: 0 < v <= 1, "must be in (0, 1]"),
+            ("dtype", lambda v: v is None or v in DTYPES, f"must be null or one of {list(DTYPES)}"),
         ])  # fmt: skip
 
 

@@ -112,6 +112,13 @@ def cross_section_problems(c: PolicyIterationConfig) -> list[str]:
         "trainer.critic_warmup",
         f"warms up the critic, which only algorithm.adv_estimator=gae has (it is {estimator!r}); set it to 0",
     )
+    correction = c.algorithm.rollout_correction
+    check(
+        correction.rollout_is is None or arr.actor.tis_imp_ratio_cap <= 0,
+        "algorithm.rollout_correction.rollout_is",
+        f"weights rows by the same ratios that {actor}.tis_imp_ratio_cap={arr.actor.tis_imp_ratio_cap:g} "
+        "weights tokens by (TIS); use one of them",
+    )
     # the delethink trainer's rows vary in number (and so do dynamic-batch rows): only ppo splits evenly
     mini_rows, world_size = mini_batch * arr.rollout.n, tr.world_size
     check(

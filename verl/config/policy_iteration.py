@@ -60,6 +60,14 @@ class PolicyIterationConfig:
         return self.critic.model.path or self.actor_rollout_ref.model.path
 
     @property
+    def engine_dtype(self) -> str:
+        """The rollout engine's dtype: rollout.dtype, else float32 (hf) or actor param_dtype (sglang)."""
+        rollout, actor = self.actor_rollout_ref.rollout, self.actor_rollout_ref.actor
+        if rollout.dtype is not None:
+            return rollout.dtype
+        return actor.fsdp_config.param_dtype if rollout.name == "sglang" else "float32"
+
+    @property
     def trajectories_per_step(self) -> int:
         """Trajectories one training step generates: train_batch_size prompts x rollout.n samples."""
         return self.data.train_batch_size * self.actor_rollout_ref.rollout.n

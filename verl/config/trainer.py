@@ -18,6 +18,9 @@ from verl.config.rules import (
     positive,
 )
 
+# 0 would delete every checkpoint after it is written, the one a run resumes from included
+KEEP_RULE = "must be null (keep all) or >= 1: 0 would delete the checkpoint a resumed run starts from"
+
 
 @dataclass
 class TrainerConfig:
@@ -30,6 +33,13 @@ class TrainerConfig:
     val_before_train: bool = True  # validate once before the first step
     test_freq: int = -1  # validate every N steps (and after the last); -1: never during training
     save_freq: int = -1  # checkpoint every N steps (and after the last); -1: only after the last
+    # keep the newest N checkpoints; older ones are deleted after each save (verl's name); null: keep all
+    max_actor_ckpt_to_keep: int | None = None
+    # algorithm.adv_estimator=gae: the newest N kept checkpoints keep their critic/, older ones keep only
+    # the actor (for evaluation; no longer a resume point); null: keep all
+    max_critic_ckpt_to_keep: int | None = None
+    # checkpoints of steps that are multiples of N are never deleted; null: none kept for good
+    keep_ckpt_every_n_steps: int | None = None
     resume_mode: str = "auto"  # auto: latest checkpoint in default_local_dir | disable | path
     resume_from_path: str | None = None  # checkpoint directory for resume_mode=path
     overwrite: bool = False  # resume_mode=disable in a directory holding a run: move that run aside first
@@ -59,6 +69,13 @@ class TrainerConfig:
             *non_negative("critic_warmup"),
             ("test_freq", off_or_positive, "must be -1 (off / all at once) or > 0"),
             ("save_freq", off_or_positive, "must be -1 (off / all at once) or > 0"),
+            *[(name, lambda v: v is None or v >= 1, KEEP_RULE)
+              for name in ("max_actor_ckpt_to_keep", "max_critic_ckpt_to_keep")],
+            ("keep_ckpt_every_n_steps", lambda v: v is None or v >= 1, "must be null (keep none) or >= 1"),
+            ("keep_ckpt_every_n_steps",
+             lambda v: v is None or v < 1 or self.save_freq <= 0 or v % self.save_freq == 0,
+             f"must be a multiple of trainer.save_freq={self.save_freq}: checkpoints are written at its "
+             "multiples only"),
             ("log_val_generations", lambda v: v >= 0, "must be >= 0 (0: log none)"),
             ("gpu_memory_gib", lambda v: v > 0, "must be > 0 (GiB of one GPU)"),
             ("logger", lambda v: set(v) <= set(LOGGERS), f"every entry must be one of {list(LOGGERS)}"),

@@ -105,27 +105,6 @@ def zero_std_ratio(scores: Tensor, group_ids: Sequence[Hashable]) -> float:
     return float((lowest == highest).to(torch.float32).mean())
 
 
-def rollout_prob_diff(
-    old_log_prob: Tensor, rollout_log_prob: Tensor, response_mask: Tensor
-) -> tuple[float, float]:
-    """Mean and max over masked tokens of |p_trainer - p_rollout| for the sampled tokens.
-
-    The engine and the trainer should compute the same distribution; a gap means different kernels or
-    precision (small, and TIS can correct it) or a different context (a bug: the trainer then
-    reinforces tokens in a context the policy never sampled them in).
-    """
-    if not old_log_prob.shape == rollout_log_prob.shape == response_mask.shape:
-        raise ValueError(
-            f"expected equal shapes, got {tuple(old_log_prob.shape)}, {tuple(rollout_log_prob.shape)}, "
-            f"{tuple(response_mask.shape)}"
-        )
-    diff = (old_log_prob.exp() - rollout_log_prob.exp()).abs()
-    selected = diff[response_mask.bool()]
-    if selected.numel() == 0:
-        return 0.0, 0.0
-    return float(selected.mean()), float(selected.max())
-
-
 # --------------------------------------------------------------------------------------------------
 # Token-level advantages: [N, L] per trajectory, L covering its trained response tokens in order (for
 # Delethink all its chunks' tokens; batch.TokenLayout maps them to and from the training rows)
@@ -399,7 +378,7 @@ def agg_loss(
 
 @dataclass
 class PolicyLossOutput:
-    loss_mat: Tensor  # [B, T] per-token loss, already multiplied by TIS weights; not aggregated
+    loss_mat: Tensor  # [B, T] per-token loss, already multiplied by TIS and row weights; not aggregated
     clipfrac: Tensor  # masked fraction of tokens where the clipped branch (upper or lower) was taken
     clipfrac_lower: Tensor  # masked fraction where the dual clip (negative advantages) was active
     approx_kl: Tensor  # masked mean of old_log_prob - log_prob
@@ -417,13 +396,15 @@ def compute_policy_loss(
     clip_ratio_c: float = 3.0,
     rollout_log_prob: Tensor | None = None,
     tis_imp_ratio_cap: float = -1.0,
+    row_weights: Tensor | None = None,
 ) -> PolicyLossOutput:
     """Per-token PPO loss with dual clipping and optional truncated importance sampling (TIS).
 
     All inputs are [B, T] (advantages already broadcast to tokens). Only `log_prob` should carry grad.
     TIS runs when tis_imp_ratio_cap > 0 and rollout_log_prob is given: the rollout engine sampled from
     slightly different numbers than the trainer computes (kernels, precision), so each token's loss is
-    reweighted by min(pi_old / pi_rollout, cap), detached.
+    reweighted by min(pi_old / pi_rollout, cap), detached. `row_weights` ([B], constants) multiply each
+    row's loss: the sequence-level corrections of core/rollout_correction.py.
     """
     if clip_ratio_c <= 1.0:
         raise ValueError(
@@ -433,8 +414,13 @@ def compute_policy_loss(
     if rollout_log_prob is not None:
         shapes["rollout_log_prob"] = rollout_log_prob.shape
     wrong = {name: tuple(shape) for name, shape in shapes.items() if shape != response_mask.shape}
+    if row_weights is not None and row_weights.shape != response_mask.shape[:1]:
+        wrong["row_weights"] = tuple(row_weights.shape)
     if wrong:
-        raise ValueError(f"expected shape {tuple(response_mask.shape)} like response_mask; got {wrong}")
+        raise ValueError(
+            f"expected shape {tuple(response_mask.shape)} like response_mask (row_weights: one per row); "
+            f"got {wrong}"
+        )
 
     log_ratio = (log_prob - old_log_prob).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)
     ratio = torch.exp(log_ratio)
@@ -454,6 +440,8 @@ def compute_policy_loss(
         tis_weight_mean = masked_mean(tis_weight, response_mask)
     else:
         tis_weight_mean = torch.ones((), dtype=loss_mat.dtype, device=loss_mat.device)
+    if row_weights is not None:
+        loss_mat = loss_mat * row_weights.detach().to(loss_mat.dtype).unsqueeze(-1)
 
     with torch.no_grad():
         clipfrac = masked_mean((clipped > unclipped).to(loss_mat.dtype), response_mask)

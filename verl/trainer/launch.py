@@ -7,6 +7,8 @@ import importlib.util
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
@@ -14,7 +16,9 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from verl.config import ConfigError, PolicyIterationConfig
 from verl.data.rl_dataset import DataError, PromptItem
 from verl.data.tasks import load_split
+from verl.trainer.cluster import head_problem
 from verl.trainer.delethink_ppo.ray_trainer import RayDelethinkTrainer
+from verl.trainer.disk_check import describe_disk
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.trainer.resume import prepare_resume
 from verl.utils import checkpoint
@@ -26,6 +30,8 @@ from verl.workers.reward_manager import get_reward_manager
 from verl.workers.sharded_group import ShardedWorkerGroup
 
 TRAINERS = {"ppo": RayPPOTrainer, "delethink": RayDelethinkTrainer}
+# How long the launcher waits for the head at RAY_ADDRESS to answer (a head started just before)
+HEAD_WAIT_S = 10.0
 
 
 def unsupported_reason(config: PolicyIterationConfig) -> str | None:
@@ -120,24 +126,59 @@ def start_ray(config: PolicyIterationConfig) -> None:
     import ray
 
     if not ray.is_initialized():
-        if os.environ.get("RAY_ADDRESS"):
+        if address := os.environ.get("RAY_ADDRESS"):
+            problem = head_problem(address, HEAD_WAIT_S)  # ray.init() would wait minutes for nobody
+            if problem:
+                print(f"cluster error: RAY_ADDRESS={address}: {problem}", file=sys.stderr)
+                raise SystemExit(2)
             ray.init()  # join the running cluster; it owns the resources
         else:
-            # one CPU slot per rank even on a small machine: ranks share the cores (their threads are split)
-            ray.init(num_cpus=max(os.cpu_count() or 1, config.trainer.world_size), include_dashboard=False)
+            # one CPU slot per rank even on a small machine: ranks share the cores (their threads are split).
+            # address="local": a private Ray, even where a `ray start` on this machine left its address in
+            # /tmp/ray/ray_current_cluster, which a plain ray.init() would join (or hang on, once stopped)
+            ray.init(
+                address="local", num_cpus=max(os.cpu_count() or 1, config.trainer.world_size),
+                include_dashboard=False,
+            )  # fmt: skip
 
 
 def start_workers(config: PolicyIterationConfig, stop: SignalStop) -> ShardedWorkerGroup:
-    """The run's worker group: one worker in this process (trainer.launcher=local), or Ray actors."""
+    """The run's worker group: one worker in this process (trainer.launcher=local), or Ray actors placed
+    node by node (the rank -> node table is printed)."""
     if config.trainer.launcher == "local":
         from verl.workers.local_worker_group import LocalWorkerGroup
 
         return LocalWorkerGroup(config)
+    from verl.workers.placement import PlacementError
     from verl.workers.worker_group import ActorRolloutWorkerGroup
 
     start_ray(config)
     stop.install()  # Ray's core worker put in a SIGTERM handler that prints a crash dump and aborts
-    return ActorRolloutWorkerGroup(config)
+    try:
+        group = ActorRolloutWorkerGroup(config)
+    except PlacementError as e:  # the cluster cannot hold the ranks: nothing started
+        print(f"cluster error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(group.describe_placement(), flush=True)
+    return group
+
+
+@contextmanager
+def stopped_on_lost_node(workers: ShardedWorkerGroup, run_dir: str) -> Iterator[None]:
+    """An error while a rank's node is gone (its raylet killed, the machine down) ends the run with one
+    line naming the node and where a rerun resumes (exit code 1), instead of the error it caused
+    elsewhere (a collective that lost its peer, an unreachable actor). Any other error propagates."""
+    try:
+        yield
+    except Exception:
+        try:
+            lost = workers.lost_node_report()
+        except Exception:  # the check asks the cluster's head; without an answer the error stands
+            lost = None
+        if lost is None:
+            raise
+        back = "start it again, or another in its place"
+        raise SystemExit(f"{lost} ({back}); {_resume_point(run_dir)}") from None
 
 
 def run(config: PolicyIterationConfig) -> dict[str, float]:
@@ -151,6 +192,13 @@ def run(config: PolicyIterationConfig) -> dict[str, float]:
         raise SystemExit(f"resume error: {e}") from None
     for note in notes:
         print(f"resume: {note}", file=sys.stderr)
+    disk = describe_disk(config, checkpoint.step_of(resume_from) if resume_from else 0)
+    print(disk.text)
+    if disk.refusal:  # before any model is built
+        print(f"disk error: {disk.refusal}", file=sys.stderr)
+        raise SystemExit(2)
+    if disk.warning:
+        print(f"disk warning: {disk.warning}", file=sys.stderr)
     with SignalStop(config.trainer.default_local_dir) as stop:
         seed_everything(config.trainer.seed)
         tokenizer = load_tokenizer(config.actor_rollout_ref.model.path)
@@ -162,8 +210,15 @@ def run(config: PolicyIterationConfig) -> dict[str, float]:
         math_verify.set_pool_size(config.reward_model.scoring_processes)  # the reward manager scores here
 
         workers = start_workers(config, stop)
-        with closed_after(workers.shutdown):  # a dead worker is reported, not the shutdown that then fails
+        # a dead worker is reported, not the shutdown that then fails; a lost node by name (its ranks are
+        # then left out of the shutdown)
+        with closed_after(workers.shutdown), stopped_on_lost_node(workers, config.trainer.default_local_dir):
             trainer = TRAINERS[config.trainer.name](
                 config, tokenizer, train_items, val_items, reward_manager, workers
             )
-            return trainer.fit(resume_from)
+            try:
+                return trainer.fit(resume_from)
+            except checkpoint.CheckpointWriteError as e:
+                # metrics and rollouts of the step are written; a rerun re-runs it from the last checkpoint
+                resume = _resume_point(config.trainer.default_local_dir)
+                raise SystemExit(f"checkpoint error: {e}; {resume}") from None

@@ -4,9 +4,12 @@ LongCoT or Delethink is chosen by the config alone (`environment=longcot|delethi
 breaks a rule stops here with one line per problem and exit code 2, before Ray or any model starts; one
 that is valid but probably not meant (e.g. a key that mixes the two environments) runs after one
 `config warning:` line per such key. With `DRY_RUN=1` in the environment the run stops after validation
-and prints its plan and, for trainer.device=cuda, an estimate of peak GPU memory per rank (no model,
-data or GPU needed). A cuda run whose estimate exceeds trainer.gpu_memory_gib stops with exit code 2
-and the keys to change, dry or not, before anything starts.
+and prints its plan, the disk its checkpoints take (verl/trainer/disk_check.py) and, for
+trainer.device=cuda, an estimate of peak GPU memory per rank (no model, data or GPU needed). A cuda run
+whose estimate exceeds trainer.gpu_memory_gib stops with exit code 2 and the keys to change, dry or not,
+before anything starts; a run whose first checkpoint cannot fit on the disk of
+trainer.default_local_dir stops the same way (verl/trainer/launch.py, not in a dry run: the disk is
+this machine's).
 """
 
 import os
@@ -34,9 +37,15 @@ def main(cfg: DictConfig) -> None:
     for warning in config_warnings(config):
         print(f"config warning: {warning}", file=sys.stderr)
     if dry_run:
+        from verl.trainer.disk_check import describe_disk
         from verl.trainer.plan import describe_plan
 
         print(describe_plan(config))
+        # the disk is this machine's, not necessarily the run's: a dry run reports, the run refuses
+        disk = describe_disk(config)
+        print(disk.text)
+        if disk.refusal or disk.warning:
+            print(f"disk here: {disk.refusal or disk.warning}")
     from verl.trainer.memory_check import describe_memory
 
     memory, refusal = describe_memory(config)

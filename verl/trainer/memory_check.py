@@ -122,6 +122,7 @@ def settings_from_config(config: PolicyIterationConfig, shape: ModelShape) -> Me
         update=largest(actor.ppo_max_token_len_per_gpu, actor.ppo_micro_batch_size_per_gpu),
         log_prob=log_prob,
         engine=rollout.name,
+        engine_bytes=DTYPE_BYTES[config.engine_dtype],
         gpu_memory_utilization=rollout.gpu_memory_utilization,
         free_cache_engine=rollout.free_cache_engine,
         tensor_parallel_size=rollout.tensor_model_parallel_size,

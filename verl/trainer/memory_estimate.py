@@ -11,8 +11,9 @@ engine and goes through three phases every step, each with its own peak; the est
 
 Symbols: Ψ parameters stored (embedding and an untied LM head included; biases and norms, under
 0.1%, left out), Ψ_block those of one block, Ψ_out = Ψ - L Ψ_block; W ranks (FSDP shards over all
-of them); b bytes per value of fsdp_config.param_dtype (the compute copy, the activations, and the
-SGLang engine's weights, which take the same dtype); L blocks, h hidden size, I MLP width,
+of them); b bytes per value of fsdp_config.param_dtype (the compute copy, the activations); e bytes
+per value of the engine's weights and KV cache (rollout.dtype; unset: b for SGLang, 4 for hf,
+`PolicyIterationConfig.engine_dtype`); L blocks, h hidden size, I MLP width,
 kv = num_kv_heads x head_dim, V vocabulary; G the declared GPU memory, f the engine's
 gpu_memory_utilization. N, P: tokens and response positions of the largest micro-batch
 (`largest_micro_batch`).
@@ -58,14 +59,14 @@ Terms, in bytes:
   engine            sglang: fG until the update releases it (rollout.free_cache_engine). SGLang
                     sizes its KV pool so that the whole GPU's use after it starts is fG, counting
                     what the trainer held then (its weights shard, which is therefore not added
-                    again while the engine holds its memory). hf: 4Ψ (a full float32 copy, never
-                    released), plus during rollout the KV cache the batch needs, in float32.
+                    again while the engine holds its memory). hf: eΨ (a full copy, never
+                    released), plus during rollout the KV cache the batch needs.
   runtime overhead  RUNTIME_OVERHEAD_GIB per phase. An assumption, not a measurement: the CUDA
                     contexts of the trainer and of SGLang's scheduler process, NCCL buffers,
                     SGLang's CUDA graphs and decode workspace, allocator fragmentation.
 
-The KV cache the batch needs is reported next to the engine's pool, not added: S x C x 2 L kv b for
-S concurrent sequences of C tokens. The pool is about fG - bΨ/tp - the trainer's shard; when it
+The KV cache the batch needs is reported next to the engine's pool, not added: S x C x 2 L kv e for
+S concurrent sequences of C tokens. The pool is about fG - eΨ/tp - the trainer's shard; when it
 holds fewer sequences than S, SGLang runs fewer at once (slower, not out of memory).
 
 LoRA (model.lora_rank = r > 0, Ψ_a adapter parameters: r(in + out) per adapted linear layer,
@@ -74,7 +75,7 @@ and Adam's moments exist for the adapters only, 4Ψ_a/W and 8Ψ_a/W; the update'
 of the gathered groups are one block's adapters, bΨ_a/L. Activations are counted as without LoRA
 (an adapted layer's input is kept for its adapter's gradient, as it was for its weight's). The
 engine's copy is the merged model (hf) or the base plus adapters of a few MiB (SGLang); SGLang keeps
-its base weights through the update (only the adapters are sent after it): bΨ/tp in the update.
+its base weights through the update (only the adapters are sent after it): eΨ/tp in the update.
 
 What is not modelled: the final norm's and LM head's inputs (about 10h bytes per token), the
 gradients of activations in flight during backward, the engine's weight refresh after the update
@@ -213,6 +214,7 @@ class MemorySettings:
     update: MicroBatch  # the update's largest micro-batch
     log_prob: MicroBatch  # the old (and reference) log-prob pass's largest micro-batch
     engine: str  # sglang | hf
+    engine_bytes: int  # e: bytes per value of the engine's weights and KV cache (the config's engine_dtype)
     gpu_memory_utilization: float  # f: SGLang's share of the GPU (weights + KV pool)
     free_cache_engine: bool  # the engine frees its memory during the update
     tensor_parallel_size: int  # GPUs per engine (SGLang splits the weights over them)
@@ -292,18 +294,18 @@ def estimate_memory(shape: ModelShape, s: MemorySettings) -> MemoryEstimate:
         critic = MASTER_BYTES * (psi + s.critic_lora_params + critic_trained) / w + critic_moments
     overhead = RUNTIME_OVERHEAD_GIB * GIB
 
-    kv_value_bytes = b if s.engine == "sglang" else 4
-    kv_needed = s.concurrent_sequences * s.sequence_tokens * shape.kv_bytes_per_token(kv_value_bytes)
+    e = s.engine_bytes
+    kv_needed = s.concurrent_sequences * s.sequence_tokens * shape.kv_bytes_per_token(e)
     if s.engine == "sglang":
         engine = idle_engine = s.gpu_memory_utilization * s.gpu_memory_gib * GIB
         # LoRA: the adapters alone are pushed after the update, so the engine keeps its base weights
-        kept = b * psi / s.tensor_parallel_size if s.lora_params else 0.0
+        kept = e * psi / s.tensor_parallel_size if s.lora_params else 0.0
         update_engine = kept if s.free_cache_engine else engine
-        kv_pool = max(0.0, engine - b * psi / s.tensor_parallel_size - weights)
+        kv_pool = max(0.0, engine - e * psi / s.tensor_parallel_size - weights)
         shard_outside_engine = 0.0  # the engine's fG already counts the shard it found at start
         update_shard = weights if s.free_cache_engine else shard_outside_engine
     else:  # the hf engine frees nothing but its cache, which lives only while it generates
-        idle_engine = update_engine = MASTER_BYTES * psi
+        idle_engine = update_engine = e * psi
         engine = idle_engine + kv_needed
         kv_pool = None
         shard_outside_engine = update_shard = weights

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from verl.agent_loop import agent_loop_class
 from verl.config import PolicyIterationConfig
+from verl.workers.placement import describe_layout
 
 
 def describe_plan(config: PolicyIterationConfig) -> str:
@@ -18,6 +19,8 @@ def describe_plan(config: PolicyIterationConfig) -> str:
         ("model", arr.model.path),
         ("hardware", f"{tr.nnodes} node(s) x {tr.n_gpus_per_node} {tr.device} = {tr.world_size} worker(s), "
                      + ("in this process (launcher local)" if tr.launcher == "local" else "Ray actors")),
+        ("placement", "this process" if tr.launcher == "local"
+                      else describe_layout(tr.nnodes, tr.n_gpus_per_node, tr.device)),
         ("rollout engine", rollout.name),
         ("steps", f"{tr.total_training_steps}, validate every {tr.test_freq}, save every {tr.save_freq}"),
         ("batch", f"{data.train_batch_size} prompts x {rollout.n} samples = {trajectories} trajectories"),

@@ -36,6 +36,9 @@ MAY_CHANGE = (
     "trainer.resume_mode",
     "trainer.resume_from_path",
     "trainer.overwrite",
+    "trainer.max_actor_ckpt_to_keep",
+    "trainer.max_critic_ckpt_to_keep",
+    "trainer.keep_ckpt_every_n_steps",
     "trainer.launcher",  # one rank in-process or as a Ray actor: the same run (tests/test_local_launcher.py)
     "actor_rollout_ref.actor.optim.",
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
@@ -101,7 +104,7 @@ def prepare_resume(config: PolicyIterationConfig) -> tuple[Path | None, list[str
     checkpoint.ResumeError when the directory or the config change cannot be resumed as asked."""
     tr = config.trainer
     path, notes = checkpoint.find_resume(
-        tr.default_local_dir, tr.resume_mode, tr.resume_from_path, tr.overwrite
+        tr.default_local_dir, tr.resume_mode, tr.resume_from_path, tr.overwrite, config.uses_critic
     )
     if path is None or not (path / CONFIG_FILE).is_file():
         return path, notes

@@ -23,6 +23,11 @@ CONSOLE_KEYS = (
     "train/thinking_tokens_mean",
     "train/num_turns_mean",
     "actor/pg_loss",
+    # how far the engine's log-probs are from the trainer's (core/rollout_correction.py)
+    "train/rollout_prob_diff_mean",
+    "train/rollout_prob_diff_max",
+    "train/rollout_kl",
+    "train/rollout_ppl_ratio",
     "val/score_mean",
     "timing/step_s",
     "train/loss",  # SFT (main_sft)

@@ -59,8 +59,10 @@ FULL_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
 def free_port() -> int:
+    """A port free on every interface: the rendezvous store listens on all of them, so that ranks on
+    other nodes reach it."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("", 0))
         return s.getsockname()[1]
 
 
@@ -197,6 +199,12 @@ class ActorRolloutRefWorker:
         self.memory_peaks = DevicePhasePeaks(self.device)  # reported with the update's metrics
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", os.cpu_count() or 1))))
 
+    def node_id(self) -> str:
+        """The Ray node this rank runs on (the group's rank -> node table)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def rendezvous_address(self) -> tuple[str, int]:
         """Where the other ranks find this one (rank 0) to form the process group."""
         import ray
@@ -259,7 +267,7 @@ class ActorRolloutRefWorker:
             engine_model = load_causal_lm(ref_cfg.model.path)
             if ref_cfg.model.lora_rank:
                 engine_model = lora.engine_model(engine_model, ref_cfg.model)
-            engine_model = engine_model.to(self.device).eval()
+            engine_model = engine_model.to(self.device, getattr(torch, config.engine_dtype)).eval()
             self.engine = HFRolloutEngine(
                 engine_model, eos_ids, self.tokenizer.pad_token_id, max_num_seqs=ref_cfg.rollout.max_num_seqs
             )
@@ -399,30 +407,38 @@ class ActorRolloutRefWorker:
     def save_checkpoint(self, directory: str) -> None:
         """HF-format model + tokenizer under huggingface/, optimizer/scheduler/RNG under state.pt.
         Every rank gathers (a collective); rank 0 writes."""
-        out = Path(directory)
         model_sd = get_model_state_dict(self.model, options=FULL_STATE)
         optim_sd = get_optimizer_state_dict(self.model, self.optimizer, options=FULL_STATE)
-        if self.rank == 0:
-            model_cfg = self.config.actor_rollout_ref.model
-            # an unsharded model object writes the HF files; the HF engine of a full fine-tuning run
-            # holds one already
-            engine_model = None if model_cfg.lora_rank else getattr(self.engine, "model", None)
-            lora.save_model(
-                out / "huggingface", out / lora.ADAPTER_DIR, self.model, model_sd, model_cfg, lora.CAUSAL_LM,
-                lambda: engine_model or load_causal_lm(model_cfg.path),
-            )  # fmt: skip
-            self.tokenizer.save_pretrained(out / "huggingface")
-            torch.save(
-                {
-                    "optimizer": optim_sd,
-                    "lr_scheduler": self.lr_scheduler.state_dict(),
-                    "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
-                            "python": random.getstate()},
-                },
-                out / "state.pt",
-            )  # fmt: skip
-            (out / "worker.json").write_text(json.dumps({"world_size": self.world_size}))
-        dist.barrier()  # nobody moves on (e.g. commits the directory) before rank 0 has written it
+        try:
+            if self.rank == 0:
+                self._write_actor(Path(directory), model_sd, optim_sd)
+        finally:
+            # nobody moves on (e.g. commits the directory) before rank 0 has written it; a write that
+            # fails on rank 0 raises there after this, so the other ranks are not left waiting for it
+            dist.barrier()
+
+    def _write_actor(self, out: Path, model_sd: dict[str, Any], optim_sd: dict[str, Any]) -> None:
+        model_cfg = self.config.actor_rollout_ref.model
+        # an unsharded model object writes the HF files; the HF engine of a full fine-tuning run holds one
+        # already (in float32, so that the files say the dtype of the weights they hold)
+        engine_model = getattr(self.engine, "model", None)
+        if model_cfg.lora_rank or getattr(engine_model, "dtype", None) != torch.float32:
+            engine_model = None
+        lora.save_model(
+            out / "huggingface", out / lora.ADAPTER_DIR, self.model, model_sd, model_cfg, lora.CAUSAL_LM,
+            lambda: engine_model or load_causal_lm(model_cfg.path),
+        )  # fmt: skip
+        self.tokenizer.save_pretrained(out / "huggingface")
+        torch.save(
+            {
+                "optimizer": optim_sd,
+                "lr_scheduler": self.lr_scheduler.state_dict(),
+                "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
+                        "python": random.getstate()},
+            },
+            out / "state.pt",
+        )  # fmt: skip
+        (out / "worker.json").write_text(json.dumps({"world_size": self.world_size}))
 
     def load_checkpoint(self, directory: str) -> None:
         """Full state dicts, so a checkpoint loads into any number of ranks."""
@@ -448,16 +464,18 @@ class ActorRolloutRefWorker:
         critic, out = self._require_critic(), Path(directory)
         model_sd = get_model_state_dict(critic.model, options=FULL_STATE)
         optim_sd = get_optimizer_state_dict(critic.model, critic.optimizer, options=FULL_STATE)
-        if self.rank == 0:
-            # an unsharded model object writes the HF files
-            lora.save_model(
-                out / "huggingface", out / lora.ADAPTER_DIR, critic.model, model_sd, self.config.critic.model,
-                lora.TOKEN_CLS, lambda: load_value_model(self.config.critic_model_path),
-            )  # fmt: skip
-            torch.save(
-                {"optimizer": optim_sd, "lr_scheduler": critic.lr_scheduler.state_dict()}, out / "state.pt"
-            )
-        dist.barrier()
+        try:
+            if self.rank == 0:
+                # an unsharded model object writes the HF files
+                lora.save_model(
+                    out / "huggingface", out / lora.ADAPTER_DIR, critic.model, model_sd,
+                    self.config.critic.model, lora.TOKEN_CLS,
+                    lambda: load_value_model(self.config.critic_model_path),
+                )  # fmt: skip
+                scheduler = critic.lr_scheduler.state_dict()
+                torch.save({"optimizer": optim_sd, "lr_scheduler": scheduler}, out / "state.pt")
+        finally:
+            dist.barrier()  # as in save_checkpoint
 
     def load_critic_checkpoint(self, directory: str) -> None:
         critic, src = self._require_critic(), Path(directory)

@@ -69,6 +69,11 @@ class ShardedWorkerGroup:
         rank in the call); the results in rank order."""
         raise NotImplementedError
 
+    def lost_node_report(self) -> str | None:
+        """After an error: one line naming the ranks' nodes that are gone, or None when none is (ranks
+        in this process have no node to lose)."""
+        return None
+
     # rollout ---------------------------------------------------------------------------------
     def generate(self, items: list[PromptItem], sampling_params: list[SamplingParams]) -> list[Trajectory]:
         shards = contiguous_shards(len(items), self.world_size)

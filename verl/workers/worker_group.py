@@ -1,7 +1,8 @@
 """N actor/rollout workers as Ray actors (trainer.launcher=ray), one process per device.
 
 Each rank is an `ActorRolloutRefWorker` Ray actor holding one FSDP2 shard of the policy and a full
-copy of the weights in its rollout engine. How the work is split across ranks and joined is
+copy of the weights in its rollout engine, placed in its bundle of a placement group node by node
+(`verl/workers/placement.py`). How the work is split across ranks and joined is
 `verl/workers/sharded_group.py`; here, only how a call reaches the ranks. On CPU the ranks talk over
 gloo, on GPU over NCCL; the code is the same.
 """
@@ -12,8 +13,10 @@ import os
 from typing import Any
 
 import ray
+from ray.util import remove_placement_group
 
 from verl.config import PolicyIterationConfig
+from verl.workers import placement
 from verl.workers.fsdp_workers import ActorRolloutRefWorker
 from verl.workers.sharded_group import ShardedWorkerGroup
 
@@ -28,11 +31,25 @@ def cpu_threads_per_rank(world_size: int) -> int:
     return threads
 
 
+def cluster_description() -> str:
+    """The cluster the driver joined, as error messages name it."""
+    address = os.environ.get("RAY_ADDRESS")
+    return f"the Ray cluster at {address}" if address else "this machine's private Ray (RAY_ADDRESS unset)"
+
+
 class ActorRolloutWorkerGroup(ShardedWorkerGroup):
     def __init__(self, config: PolicyIterationConfig) -> None:
         trainer = config.trainer
         self.world_size = trainer.world_size
         self.dynamic_bsz = config.actor_rollout_ref.actor.use_dynamic_bsz
+        self.driver_node_id = ray.get_runtime_context().get_node_id()
+        # raises PlacementError before any actor starts when the cluster cannot hold the ranks
+        self.nodes = placement.choose_nodes(
+            placement.cluster_nodes(), trainer.nnodes, trainer.n_gpus_per_node, trainer.device,
+            self.driver_node_id, cluster_description(),
+        )  # fmt: skip
+        self.placement_group = placement.place_ranks(self.nodes, trainer.n_gpus_per_node, trainer.device)
+        self.lost: list[placement.Node] = []  # nodes found gone after an error (lost_node_report)
         on_gpu = trainer.device == "cuda"
         # a GPU rank needs little CPU
         threads = cpu_threads_per_rank(self.world_size)
@@ -40,11 +57,20 @@ class ActorRolloutWorkerGroup(ShardedWorkerGroup):
         options["runtime_env"] = {"env_vars": {"OMP_NUM_THREADS": str(threads)}}
         actor_cls = ray.remote(ActorRolloutRefWorker)
         self.workers = [
-            actor_cls.options(**options).remote(config, r, self.world_size) for r in range(self.world_size)
+            actor_cls.options(**options, **placement.rank_options(self.placement_group, r)).remote(
+                config, r, self.world_size
+            )
+            for r in range(self.world_size)
         ]
-        # rank 0's node hosts the process-group rendezvous, wherever Ray placed it
+        # the table is what the ranks report, not what was asked
+        by_id = {node.node_id: node for node in self.nodes}
+        self.rank_nodes = [by_id[node_id] for node_id in ray.get([w.node_id.remote() for w in self.workers])]
+        # rank 0's node hosts the process-group rendezvous
         address, port = ray.get(self.workers[0].rendezvous_address.remote())
         ray.get([w.init_model.remote(address, port) for w in self.workers])
+
+    def describe_placement(self) -> str:
+        return placement.describe_placement(self.rank_nodes, self.driver_node_id)
 
     def _call_ranks(self, method: str, calls: dict[int, tuple[Any, ...]], **kwargs: Any) -> list[Any]:
         return ray.get(
@@ -55,10 +81,20 @@ class ActorRolloutWorkerGroup(ShardedWorkerGroup):
         """For rollout workers that call the engines directly (`generate_one`)."""
         return list(self.workers)
 
+    def lost_node_report(self) -> str | None:
+        """Which of the ranks' nodes are gone, remembered so that the shutdown leaves their ranks out."""
+        self.lost = placement.lost_nodes(self.nodes)
+        return placement.describe_lost(self.lost, self.rank_nodes) if self.lost else None
+
     def shutdown(self) -> None:
-        """Let every rank close what it holds (open envs, the engine, the process group), then end it."""
+        """Let every rank close what it holds (open envs, the engine, the process group), then end it.
+        The ranks of a lost node are not asked: they are gone, and their calls would only fail."""
+        lost = {node.node_id for node in self.lost}
+        ranks = zip(self.workers, self.rank_nodes, strict=True)
+        reachable = [worker for worker, node in ranks if node.node_id not in lost]
         try:
-            ray.get([w.shutdown.remote() for w in self.workers], timeout=60)
+            ray.get([w.shutdown.remote() for w in reachable], timeout=60)
         finally:
             for w in self.workers:
                 ray.kill(w)
+            remove_placement_group(self.placement_group)

@@ -21,10 +21,11 @@ This class trains one row per trajectory (LongCoT). `RayDelethinkTrainer` overri
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from tqdm import tqdm
 
 from verl.agent_loop import agent_loop_class
 from verl.config import PolicyIterationConfig
-from verl.core import core_algos
+from verl.core import core_algos, rollout_correction
 from verl.core.batch import (
     TokenLayout,
     TrainRow,
@@ -134,6 +135,7 @@ class RayPPOTrainer:
         self.cumulative: dict[str, float] = defaultdict(float)
         self.completions: CompletionsLog | None = None  # env episodes' completions.jsonl, opened by fit()
         self.val_generations: list[dict[str, Any]] = []  # the latest validation's, for the tracker
+        self.resumed_from: Path | None = None  # the checkpoint fit() started from
         kl = config.algorithm.kl_ctrl
         self.kl_ctrl = core_algos.KLController(kl.kl_coef, kl.type, kl.target_kl, kl.horizon)
 
@@ -142,6 +144,7 @@ class RayPPOTrainer:
         """Train from step 0, or from the checkpoint `resume_from` (chosen by resume.prepare_resume)."""
         cfg = self.config.trainer
         start_step = self.load_checkpoint(resume_from) if resume_from else 0
+        self.resumed_from = resume_from  # retention never deletes it
         tracker = Tracking(
             cfg.logger, self.run_dir, cfg.project_name, cfg.experiment_name, cfg.group,
             self.config.to_dict(), resume_step=start_step if resume_from else None,
@@ -258,9 +261,13 @@ class RayPPOTrainer:
             t = time.perf_counter()
             batch["values"] = self.workers.compute_values(batch)
             timing["timing/values_s"] = time.perf_counter() - t
-        prob_diff_mean, prob_diff_max = core_algos.rollout_prob_diff(
-            batch["old_log_probs"], batch["rollout_log_probs"], batch["response_mask"]
+        logps = (batch["old_log_probs"], batch["rollout_log_probs"], batch["response_mask"])
+        mismatch_metrics = rollout_correction.rollout_mismatch_metrics(*logps)
+        weights, correction_metrics = rollout_correction.row_weights(
+            *logps, **asdict(cfg.algorithm.rollout_correction)
         )
+        if weights is not None:
+            batch["rollout_correction_weights"] = weights
         advantage_metrics: dict[str, float] = {}
         if token_level:
             targets, advantage_metrics = self.token_advantages(batch, layout, advantages)
@@ -279,8 +286,8 @@ class RayPPOTrainer:
             timing["timing/update_critic_s"] = update_metrics.pop("timing/update_critic_s")
         metrics = {
             "train/batch_rows": float(batch["responses"].shape[0]),
-            "train/rollout_prob_diff_mean": prob_diff_mean,
-            "train/rollout_prob_diff_max": prob_diff_max,
+            **mismatch_metrics,
+            **correction_metrics,
             **token_advantage_metrics(batch["advantages"], mask),
             **advantage_metrics,
             **batch_metrics,
@@ -514,18 +521,50 @@ class RayPPOTrainer:
         atomic_write_jsonl(out / f"step_{step}_chunks.jsonl", chunks)
 
     def save_checkpoint(self, step: int) -> Path:
-        tmp = checkpoint.temp_step_dir(self.run_dir, step)
-        self.workers.save_checkpoint(str(tmp / "actor"))
+        """Write step's checkpoint into a temp directory, commit it, then apply the retention (the
+        checkpoint resumed from is never deleted). A save that fails (disk full, a file size limit, an
+        I/O error) removes its temp directory and raises checkpoint.CheckpointWriteError."""
+        tmp = None
+        try:
+            tmp = checkpoint.temp_step_dir(self.run_dir, step)
+            self.write_checkpoint(step, tmp)
+            path = checkpoint.commit_step_dir(self.run_dir, step, tmp)
+        except BaseException as error:  # a stop signal mid-write too: nothing half-written stays behind
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+            if not isinstance(error, Exception):
+                raise
+            latest = self.run_dir / checkpoint.LATEST_FILE
+            last = f"global_step_{latest.read_text().strip()}" if latest.is_file() else "none yet"
+            raise checkpoint.CheckpointWriteError(
+                f"writing {checkpoint.step_dir(self.run_dir, step)} failed "
+                f"({checkpoint.error_summary(error)}); removed the half-written copy; the last committed "
+                f"checkpoint is {last}, untouched"
+            ) from error
+        tr = self.config.trainer
+        source = self.resumed_from
+        # the checkpoint resumed from, when it is one of this directory's
+        in_run_dir = source is not None and source.parent.resolve() == self.run_dir.resolve()
+        protected = [checkpoint.step_of(source)] if in_run_dir else []
+        for note in checkpoint.prune(
+            self.run_dir, step, protected,
+            tr.max_actor_ckpt_to_keep, tr.max_critic_ckpt_to_keep, tr.keep_ckpt_every_n_steps,
+        ):  # fmt: skip
+            tqdm.write(note)
+        return path
+
+    def write_checkpoint(self, step: int, directory: Path) -> None:
+        """Everything a resume needs, into `directory`."""
+        self.workers.save_checkpoint(str(directory / "actor"))
         if self.config.uses_critic:
-            self.workers.save_critic_checkpoint(str(tmp / "critic"))
+            self.workers.save_critic_checkpoint(str(directory / "critic"))
         state: dict[str, Any] = {
             "global_step": step,
             "cumulative": dict(self.cumulative),
             "kl_coef": self.kl_ctrl.value,  # the adaptive controller's coefficient moves from step to step
         }
-        atomic_write_text(tmp / "trainer_state.json", json.dumps(state, indent=2))
-        save_config(tmp, self.config)
-        return checkpoint.commit_step_dir(self.run_dir, step, tmp)
+        atomic_write_text(directory / "trainer_state.json", json.dumps(state, indent=2))
+        save_config(directory, self.config)
 
     def load_checkpoint(self, path: Path) -> int:
         """Weights, optimizer and RNG from `path` (its config was compared by resume.prepare_resume)."""

@@ -311,7 +311,7 @@ class DataParallelPPOActor:
             mb["old_log_probs"], log_prob, mb["advantages"], mask,
             clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
             clip_ratio_c=cfg.clip_ratio_c, rollout_log_prob=mb["rollout_log_probs"],
-            tis_imp_ratio_cap=cfg.tis_imp_ratio_cap,
+            tis_imp_ratio_cap=cfg.tis_imp_ratio_cap, row_weights=mb.get("rollout_correction_weights"),
         )  # fmt: skip
 
         def agg(loss_mat: torch.Tensor) -> torch.Tensor:

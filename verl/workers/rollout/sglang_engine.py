@@ -433,7 +433,7 @@ class SGLangRolloutEngine(RolloutEngine):
             eos_token_ids,
             tensor_parallel_size=rollout.tensor_model_parallel_size,
             mem_fraction_static=rollout.gpu_memory_utilization,
-            dtype=ref.actor.fsdp_config.param_dtype,
+            dtype=config.engine_dtype,
             seed=config.trainer.seed,
             max_num_seqs=rollout.max_num_seqs,
             enable_memory_saver=rollout.free_cache_engine,

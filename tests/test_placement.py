@@ -1,0 +1,111 @@
+"""Where ranks run (verl/workers/placement.py) and how a run finds its cluster (verl/trainer/cluster.py):
+the node choice, its refusals and tables, by hand; the cluster checks against real sockets. The Ray
+side runs in tests/test_multi_node.py."""
+
+import socket
+import time
+
+import pytest
+
+from verl.trainer import cluster
+from verl.workers.placement import (
+    Node,
+    PlacementError,
+    choose_nodes,
+    describe_layout,
+    describe_lost,
+    describe_placement,
+    rank_ranges,
+)
+
+CLUSTER = "the Ray cluster at 10.0.0.1:6379"
+
+
+def node(node_id: str, address: str, **resources: float) -> Node:
+    return Node(node_id * 8, address, 40000, resources)
+
+
+HEAD = node("a", "10.0.0.1", CPU=16)  # a CPU-only head, as many GPU clusters have
+GPU_B = node("b", "10.0.0.3", CPU=32, GPU=8)
+GPU_C = node("c", "10.0.0.2", CPU=32, GPU=8)
+SMALL = node("d", "10.0.0.4", CPU=4, GPU=4)
+
+
+def test_the_driver_node_comes_first_when_it_holds_a_node_of_ranks():
+    chosen = choose_nodes([GPU_B, GPU_C], 2, 8, "cuda", driver_node_id=GPU_B.node_id, cluster=CLUSTER)
+    assert chosen == [GPU_B, GPU_C]
+    # otherwise the nodes that fit, by address
+    chosen = choose_nodes([HEAD, GPU_B, SMALL, GPU_C], 2, 8, "cuda", HEAD.node_id, CLUSTER)
+    assert chosen == [GPU_C, GPU_B]
+    # CPU ranks take a CPU each: the head holds 16
+    assert choose_nodes([GPU_B, HEAD], 1, 16, "cpu", HEAD.node_id, CLUSTER) == [HEAD]
+
+
+def test_more_nodes_than_the_cluster_has_are_refused():
+    with pytest.raises(PlacementError) as refused:
+        choose_nodes([HEAD, GPU_B], 3, 8, "cuda", HEAD.node_id, CLUSTER)
+    assert str(refused.value) == f"trainer.nnodes=3, but {CLUSTER} reports 2 alive node(s)"
+
+
+def test_more_ranks_per_node_than_nodes_offer_are_refused():
+    with pytest.raises(PlacementError) as refused:
+        choose_nodes([HEAD, GPU_B, SMALL], 2, 8, "cuda", HEAD.node_id, CLUSTER)
+    assert str(refused.value) == (
+        "trainer.n_gpus_per_node=8: a node needs 8 GPU + 8 CPU for its 8 cuda rank(s), and 1 of the 2 "
+        "node(s) asked for (trainer.nnodes) offer it; the Ray cluster at 10.0.0.1:6379 reports "
+        "0 GPU + 16 CPU (1 node(s)), 4 GPU + 4 CPU (1 node(s)), 8 GPU + 32 CPU (1 node(s))"
+    )
+    one_cpu = [node("e", "127.0.0.1", CPU=1, GPU=1), node("f", "127.0.0.1", CPU=1, GPU=1)]
+    with pytest.raises(PlacementError) as refused:
+        choose_nodes(one_cpu, 1, 2, "cpu", "e" * 8, CLUSTER)
+    assert str(refused.value) == (
+        f"trainer.n_gpus_per_node=2: a node needs 2 CPU for its 2 cpu rank(s), and 0 of the 1 node(s) asked "
+        f"for (trainer.nnodes) offer it; {CLUSTER} reports 1 CPU (2 node(s))"
+    )
+
+
+def test_rank_ranges():
+    assert rank_ranges([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8"
+    assert rank_ranges([3]) == "3"
+
+
+def test_the_plan_and_the_tables_name_ranks_and_nodes():
+    assert describe_layout(2, 8, "cuda") == (
+        "node 1: ranks 0-7; node 2: ranks 8-15 (node 1 is the driver's when it can hold them); "
+        "one bundle of 1 GPU + 1 CPU per rank"
+    )
+    assert describe_layout(1, 1, "cpu") == (
+        "node 1: rank 0 (node 1 is the driver's when it can hold them); one bundle of 1 CPU per rank"
+    )
+    rank_nodes = [GPU_C, GPU_C, GPU_B, GPU_B]
+    assert describe_placement(rank_nodes, driver_node_id=GPU_C.node_id) == (
+        "placement: 4 rank(s) on 2 Ray node(s)\n"
+        "  ranks 0-1 -> node cccccccc (10.0.0.2), the driver's\n"
+        "  ranks 2-3 -> node bbbbbbbb (10.0.0.3)"
+    )
+    assert describe_lost([GPU_B], rank_nodes) == "lost node bbbbbbbb (10.0.0.3), ranks 2-3 during the run"
+    assert describe_lost([node("x", "10.0.0.9")], [node("x", "10.0.0.9")]) == (
+        "lost node xxxxxxxx (10.0.0.9), rank 0 during the run"
+    )
+
+
+def test_split_address():
+    assert cluster.split_address("10.0.0.1:6379") == ("10.0.0.1", 6379)
+    assert cluster.split_address("auto") is None and cluster.split_address("ray://h:10001") is None
+
+
+def test_a_head_that_listens_answers_and_a_closed_port_is_reported_after_the_timeout():
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        address = f"127.0.0.1:{listening.getsockname()[1]}"
+        assert cluster.head_problem(address, 5.0) is None
+    started = time.monotonic()
+    problem = cluster.head_problem(address, 1.0)  # closed now
+    assert 1.0 <= time.monotonic() - started < 5.0
+    assert problem.startswith("nothing answered there within 1 s (") and "refused" in problem
+
+
+def test_the_cluster_command_says_how_to_call_it(capsys):
+    assert cluster.main(["nodes", "127.0.0.1:1"]) == 2
+    assert capsys.readouterr().err.startswith("cluster error: usage: python -m verl.trainer.cluster head ")

@@ -1,0 +1,113 @@
+"""Joining a running Ray cluster: whether its head answers, and waiting for its nodes to join.
+
+`examples/multi_node_template.sh` runs this module on every node before Ray or the trainer starts:
+
+    python -m verl.trainer.cluster head HOST:PORT TIMEOUT_S                    (nodes 1..N-1)
+    python -m verl.trainer.cluster nodes HOST:PORT NNODES TIMEOUT_S [HEAD_PID]  (node 0)
+
+and the launcher checks RAY_ADDRESS with `head_problem` before `ray.init()`, which waits minutes on an
+address nobody answers on. Each failure is one line naming the template's variable, exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+
+POLL_S = 0.5
+
+
+def split_address(address: str) -> tuple[str, int] | None:
+    """'host:port' -> (host, port); None for Ray's other forms ('auto', 'ray://...')."""
+    host, _, port = address.rpartition(":")
+    return (host, int(port)) if host and "://" not in address and port.isdigit() else None
+
+
+def head_problem(address: str, timeout_s: float, head_pid: int | None = None) -> str | None:
+    """None as soon as a TCP connection to `address` (the head's GCS port) succeeds within `timeout_s`;
+    else why not. With `head_pid` (the head's `ray start` on this node), a head that exited is reported
+    at once instead of waited for."""
+    parsed = split_address(address)
+    if parsed is None:
+        return None
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if head_pid is not None and not _running(head_pid):
+            return f"the Ray head (ray start, pid {head_pid}) exited; its output above says why"
+        try:
+            with socket.create_connection(parsed, timeout=max(0.1, min(2.0, deadline - time.monotonic()))):
+                return None
+        except OSError as e:
+            last = e
+        if time.monotonic() >= deadline:
+            return f"nothing answered there within {timeout_s:g} s ({last})"
+        time.sleep(POLL_S)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def alive_nodes(address: str) -> int:
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+    return sum(node["Alive"] for node in ray.nodes())
+
+
+def nodes_problem(address: str, nnodes: int, timeout_s: float, head_pid: int | None) -> str | None:
+    """None once `nnodes` nodes are alive in the cluster at `address` within `timeout_s`; else why not.
+    `head_pid`: the head's `ray start --block` on this node, watched while the nodes join."""
+    deadline = time.monotonic() + timeout_s
+    problem = head_problem(address, timeout_s, head_pid)
+    if problem:
+        return f"HEAD_ADDR:RAY_PORT={address}: {problem}"
+    while (alive := alive_nodes(address)) < nnodes:
+        if head_pid is not None and not _running(head_pid):
+            return f"the Ray head (ray start, pid {head_pid}) exited while nodes joined"
+        if time.monotonic() >= deadline:
+            return (
+                f"NNODES={nnodes} (trainer.nnodes): {alive} of {nnodes} node(s) joined the cluster at "
+                f"{address} within {timeout_s:g} s (JOIN_TIMEOUT_S); are the others started, with this "
+                f"node's HEAD_ADDR and RAY_PORT?"
+            )
+        time.sleep(POLL_S)
+    import ray
+
+    print(f"{alive} node(s), {ray.cluster_resources().get('GPU', 0):g} GPU(s), "
+          f"{ray.cluster_resources().get('CPU', 0):g} CPU(s) in the cluster at {address}")  # fmt: skip
+    return None
+
+
+USAGE = (
+    "usage: python -m verl.trainer.cluster head HOST:PORT TIMEOUT_S"
+    " | nodes HOST:PORT NNODES TIMEOUT_S [HEAD_PID]"
+)
+
+
+def main(argv: list[str]) -> int:
+    command, args = (argv[0], argv[1:]) if argv else ("", [])
+    if command == "head" and len(args) == 2:
+        problem = head_problem(args[0], float(args[1]))
+        if problem:
+            problem = f"HEAD_ADDR:RAY_PORT={args[0]}: {problem}; start node 0 first, or check both"
+    elif command == "nodes" and len(args) in (3, 4):
+        head_pid = int(args[3]) if len(args) == 4 else None
+        problem = nodes_problem(args[0], int(args[1]), float(args[2]), head_pid)
+    else:
+        problem = USAGE
+    if problem:
+        print(f"cluster error: {problem}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
