@@ -9,9 +9,11 @@ import os
 import subprocess
 from pathlib import Path
 
-# what tools write inside any checkout on their own: bytecode, the caches of pytest, ruff and hypothesis
-# (its example database and constants, which it keeps out of git itself), the virtual environment
-TOOL_DIRS = frozenset({"__pycache__", ".pytest_cache", ".ruff_cache", ".hypothesis", ".venv"})
+# what tools write inside any checkout on their own: bytecode, the caches of pytest, ruff, import-linter
+# (`make lint`) and hypothesis (its example database and constants), the virtual environment
+TOOL_DIRS = frozenset(
+    {"__pycache__", ".pytest_cache", ".ruff_cache", ".import_linter_cache", ".hypothesis", ".venv"}
+)
 
 Snapshot = dict[str, tuple[int, int] | None]  # path -> (size, mtime_ns); None: gone (a deleted file)
 
