@@ -16,6 +16,10 @@ setup(
             "tools/viewer/*.html",
             "tools/viewer/*.js",
             "tools/viewer/*.css",
+            # the math problem sets stored with the package (verl/utils/math_data.py finds them here)
+            "data/math/*.json",
+            "data/math/*.jsonl",
+            "data/math/SOURCES.md",
         ]
     },
     install_requires=[

@@ -18,9 +18,10 @@ import time
 from pathlib import Path
 
 from verl.data.tasks import normalise_answer, read_task_rows
+from verl.utils.math_data import VENDORED_MATH_DIR
 from verl.utils.reward_score.math_verify import compute_scores
 
-MATH500 = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "math" / "math500.jsonl"
+MATH500 = VENDORED_MATH_DIR / "math500.jsonl"
 TIMEOUT_S = 30.0  # per item: on a loaded machine a slow verify must not turn into a miss
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from math_verify import parse, verify
 
+from verl.utils.math_data import VENDORED_MATH_DIR
 from verl.utils.reward_score import math_verify as scorer
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "math"
+DATA = VENDORED_MATH_DIR
 PATHOLOGICAL = "9^{9^{9^{9}}}"
 
 

@@ -19,12 +19,12 @@ import os
 import random
 import threading
 import time
-from pathlib import Path
 
 from verl.data.tasks import normalise_answer, read_task_rows
+from verl.utils.math_data import VENDORED_MATH_DIR
 from verl.utils.reward_score import math_verify as scorer
 
-MATH500 = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "math" / "math500.jsonl"
+MATH500 = VENDORED_MATH_DIR / "math500.jsonl"
 PATHOLOGICAL = [
     "</think>\\boxed{9^{9^{9^{9}}}}",
     "</think>\\boxed{" + "\\frac{1}{" * 2000 + "1" + "}" * 2000 + "}",

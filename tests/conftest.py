@@ -1,8 +1,13 @@
-"""Shared fixtures: one Ray instance per test session, and tiny model + data built once."""
+"""Shared fixtures: one Ray instance per test session, and tiny model + data built once. And a check that
+the session leaves the repository as it found it: a test that writes inside the checkout (a log, an
+output directory) fails the run, naming what it left."""
 
 import os
+from pathlib import Path
 
 import pytest
+
+from tests.clean_tree import leftovers, snapshot
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("WANDB_MODE", "offline")
@@ -36,3 +41,38 @@ def tiny_assets(tmp_path_factory):
     save_tiny(root / "model", seed=0)
     write_dataset(root / "data", train_size=64, val_size=8, min_terms=2, max_terms=4, seed=0)
     return root
+
+
+REPO = Path(__file__).resolve().parents[1]
+_BEFORE = pytest.StashKey[object]()
+
+
+def _controls_the_session(config: pytest.Config) -> bool:
+    """True in the process that reports the session: pytest itself, or pytest-xdist's controller (its
+    workers each run a share of the tests and end before the controller does). A worker is told by its
+    config, not by PYTEST_XDIST_WORKER: a pytest that a test starts inherits that variable."""
+    return not hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _controls_the_session(session.config):
+        session.config.stash[_BEFORE] = snapshot(REPO)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _controls_the_session(session.config):
+        return
+    before = session.config.stash.get(_BEFORE, None)
+    if before is None:
+        message = f"repository left as found: not checked ({REPO} is not a git checkout)"
+    else:
+        left = leftovers(before, snapshot(REPO) or {})
+        if not left:
+            return
+        shown = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
+        message = f"tests wrote inside the repository ({REPO}): {shown}; write to tmp_path instead"
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter:
+        reporter.write_line("")  # under pytest-xdist the progress line is still open
+        reporter.write_line(message, red=before is not None)

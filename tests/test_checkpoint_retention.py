@@ -178,13 +178,14 @@ def huge_model(assets: Path, directory: Path, num_hidden_layers: int) -> Path:
 
 def _entry_point(assets, run_dir, *overrides, model=None):
     """`python -m verl.trainer.main_policy_iteration --config-name=tiny_longcot` on the test assets (or
-    another `model`), in one process."""
+    another `model`), in one process; Hydra logs to the console only, so nothing is written where it runs."""
     keys = asset_paths(assets)
     if model is not None:
         keys[0] = f"actor_rollout_ref.model.path={model}"
     return subprocess.run(
         [sys.executable, "-m", "verl.trainer.main_policy_iteration", "--config-name=tiny_longcot",
-         "hydra.run.dir=.", "hydra.output_subdir=null", f"trainer.default_local_dir={run_dir}", *keys,
+         "hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=stdout",
+         f"trainer.default_local_dir={run_dir}", *keys,
          ONE_PROCESS, *overrides],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip

@@ -16,6 +16,7 @@ from verl.config import CONFIG_DIR, ConfigError
 from verl.eval.config import load_eval_config, resolve_model_dir
 from verl.eval.summary import summarise_run
 from verl.utils.fs import read_jsonl
+from verl.utils.math_data import VENDORED_MATH_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_KEYS = {
@@ -54,10 +55,10 @@ def read_samples(out_dir: Path) -> list[dict]:
     return read_jsonl(out_dir / "samples.jsonl")
 
 
-def run_cli(*overrides: str) -> subprocess.CompletedProcess:
+def run_cli(*overrides: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "verl.trainer.main_eval", *overrides],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=cwd, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
 
@@ -248,6 +249,44 @@ def test_val_tasks_group_fills_tasks():
     cfg = compose(["model_path=x", "val_tasks@tasks=[aime24,math500]"])
     assert set(cfg.tasks) == {"aime24", "math500"}
     assert cfg.tasks.aime24.data_source == "aime24"
+
+
+def test_the_stored_math_sets_evaluate_from_any_directory(tiny_assets, tmp_path):
+    # the documented form, run where no data folder is beside it
+    out = tmp_path / "out"
+    result = run_cli(
+        f"model_path={tiny_assets / 'model'}", "val_tasks@tasks=[aime24,math500]", "mode=delethink",
+        "max_prompt_length=600", "max_problems=2", "delethink.max_chunks=[2]", f"output_dir={out}",
+        "num_threads=1", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    samples = read_samples(out)
+    assert [s["data_source"] for s in samples] == ["aime24", "aime24", "math500", "math500"]
+    aime = [json.loads(line) for line in (VENDORED_MATH_DIR / "aime24.jsonl").open()]
+    assert samples[0]["ground_truth"] == str(int(aime[samples[0]["extra_info"]["index"]]["answer"]))
+
+
+def test_messages_name_main_evals_keys_not_the_trainers(tiny_assets, tmp_path):
+    # main_eval refuses data.max_prompt_length: its own key is max_prompt_length, and so the message says
+    result = run_cli(
+        f"model_path={tiny_assets / 'model'}", "val_tasks@tasks=[aime24]", "mode=delethink",
+        f"output_dir={tmp_path / 'out'}",
+    )  # fmt: skip
+    assert result.returncode == 2
+    aime = VENDORED_MATH_DIR / "aime24.jsonl"
+    # the tiny tokenizer spends a token per byte, plus <|user|>, <|assistant|> and <think>
+    suffix = "\n\nPlease reason step by step, and put your final answer within \\boxed{}."
+    shortest = min(len((json.loads(line)["problem"] + suffix).encode()) + 3 for line in aime.open())
+    assert result.stderr.splitlines()[-1] == (  # after the progress bar of datasets reading the file
+        f"config error: max_prompt_length: all 30 prompts of task aime24 ({aime}) are longer than the "
+        f"{96 - 4 - 12} tokens allowed (max_prompt_length less any Delethink carry-over); the shortest has "
+        f"{shortest}"
+    )
+    assert "data." not in result.stderr
+    with pytest.raises(ConfigError) as error:
+        run_eval(base_overrides(tiny_assets, tmp_path / "out") + ["prompt_key=question"])
+    val = tiny_assets / "data" / "val.jsonl"
+    assert str(error.value).startswith(f"prompt_key='question': {val} has no such column")
 
 
 def test_task_problems_run_alongside_a_data_file(tiny_assets, tmp_path):

@@ -92,11 +92,13 @@ def test_a_run_may_resume_under_the_other_launcher(tiny_assets, tmp_path):
     assert config_differences(saved, changed.to_dict())[0] == ["trainer.seed: 1 -> 2"]  # others still refused
 
 
-def entry_point(assets, *overrides: str) -> subprocess.CompletedProcess:
-    """`python -m verl.trainer.main_policy_iteration --config-name=tiny_longcot` on the test assets."""
+def entry_point(assets, tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """`python -m verl.trainer.main_policy_iteration --config-name=tiny_longcot` on the test assets, its run
+    directory tmp_path/run and Hydra's (its log file) tmp_path/hydra."""
     return subprocess.run(
         [sys.executable, "-m", "verl.trainer.main_policy_iteration", "--config-name=tiny_longcot",
-         *asset_paths(assets), "hydra.run.dir=.", "hydra.output_subdir=null", *overrides],
+         *asset_paths(assets), f"hydra.run.dir={tmp_path / 'hydra'}", "hydra.output_subdir=null",
+         f"trainer.default_local_dir={tmp_path / 'run'}", *overrides],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
@@ -113,39 +115,32 @@ def assert_refused(proc: subprocess.CompletedProcess, *keys: str) -> str:
 
 
 def test_local_launcher_with_more_than_one_rank_is_refused(tiny_assets, tmp_path):
-    proc = entry_point(
-        tiny_assets, "trainer.launcher=local", "trainer.n_gpus_per_node=2",
-        f"trainer.default_local_dir={tmp_path}",
-    )  # fmt: skip
+    proc = entry_point(tiny_assets, tmp_path, "trainer.launcher=local", "trainer.n_gpus_per_node=2")
     line = assert_refused(proc, "trainer.launcher", "trainer.nnodes", "trainer.n_gpus_per_node")
     assert "1 x 2" in line
 
 
 def test_local_launcher_with_the_environment_manager_is_refused(tiny_assets, tmp_path):
     proc = entry_point(
-        tiny_assets, "trainer.launcher=local", "actor_rollout_ref.rollout.env_manager.enable=true",
-        f"trainer.default_local_dir={tmp_path}",
-    )  # fmt: skip
+        tiny_assets, tmp_path, "trainer.launcher=local", "actor_rollout_ref.rollout.env_manager.enable=true"
+    )
     assert_refused(proc, "actor_rollout_ref.rollout.env_manager.enable", "trainer.launcher")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
 @pytest.mark.parametrize("launcher", ["ray", "local"])
 def test_cuda_on_a_machine_without_cuda_is_refused(launcher, tiny_assets, tmp_path):
-    proc = entry_point(
-        tiny_assets, "trainer.device=cuda", f"trainer.launcher={launcher}",
-        f"trainer.default_local_dir={tmp_path}",
-    )  # fmt: skip
+    proc = entry_point(tiny_assets, tmp_path, "trainer.device=cuda", f"trainer.launcher={launcher}")
     line = assert_refused(proc, "trainer.device=cuda")
     assert "no CUDA device is visible" in line
-    assert not any(tmp_path.iterdir())  # refused before the run directory was written
+    assert not (tmp_path / "run").exists()  # refused before the run directory was written
 
 
 @pytest.mark.skipif(importlib.util.find_spec("flash_attn") is not None, reason="flash-attn is installed")
 def test_flash_attention_without_the_package_is_refused(tiny_assets, tmp_path):
     proc = entry_point(
-        tiny_assets, "trainer.device=cuda", "actor_rollout_ref.model.attn_implementation=flash_attention_2",
-        f"trainer.default_local_dir={tmp_path}",
+        tiny_assets, tmp_path, "trainer.device=cuda",
+        "actor_rollout_ref.model.attn_implementation=flash_attention_2",
     )  # fmt: skip
     line = assert_refused(proc, "actor_rollout_ref.model.attn_implementation")
     assert "flash_attn package is not installed" in line

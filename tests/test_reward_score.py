@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from verl.utils.math_data import VENDORED_MATH_DIR
 from verl.utils.reward_score import (
     default_compute_score,
     default_compute_scores,
@@ -19,7 +20,6 @@ from verl.utils.reward_score import (
 from verl.utils.reward_score.math_verify import compute_score, compute_scores
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "math"
 # math-verify (its timeouts off) never finishes this: sympy tries to evaluate the power tower
 PATHOLOGICAL = "</think>\\boxed{9^{9^{9^{9}}}}"
 
@@ -29,7 +29,7 @@ def boxed(answer) -> str:
 
 
 def reference_answers(name: str) -> list:
-    return [json.loads(line)["answer"] for line in (DATA / f"{name}.jsonl").open()]
+    return [json.loads(line)["answer"] for line in (VENDORED_MATH_DIR / f"{name}.jsonl").open()]
 
 
 @pytest.mark.parametrize("name", ["aime24", "aime25", "amc23"])

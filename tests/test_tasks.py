@@ -1,12 +1,17 @@
-"""Math tasks: the shared problem sets load through their config-group YAMLs with normalised answers,
-templates and sampling options apply, every kind of bad row is dropped with a logged count or fails
-naming file, row and reason, and selecting several group options merges them."""
+"""Math tasks: the problem sets stored in the package load through their config-group YAMLs with
+normalised answers, templates and sampling options apply, every kind of bad row is dropped with a logged
+count or fails naming file, row and reason, and selecting several group options merges them. The sets
+too large to store load from a local path, or from the hub; offline, start-up says how to get them."""
 
 import dataclasses
 import json
 import logging
 import logging.handlers
 import math
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,17 +22,17 @@ from verl.config import ConfigError, TaskConfig, compose_config
 from verl.data.tasks import BadRow, load_split, load_task, normalise_answer, read_task_rows
 from verl.models.tiny import build_tokenizer
 from verl.trainer.config_loader import load_config
+from verl.utils.math_data import VENDORED_MATH_DIR as MATH_DIR
 
-MATH_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "math"
 NO_LIMIT = 100_000  # tokens: the byte-level tiny tokenizer makes long prompts (5167 tokens at most here)
 
-# rows per task as in ../shared/data/math/SOURCES.md; math_train drops its 4 rows without an answer
+# rows per task as in verl/data/math/SOURCES.md; math_train drops its 4 rows without an answer
 ROWS = {
     "aime24": 30, "aime25": 30, "amc23": 40, "math500": 500, "gsm8k": 1319, "deepscaler_val": 30,
-    "deepscaler": 803, "deepscaler_aime": 975, "math_train": 7470,
+    "deepscaler_head": 803, "deepscaler_aime": 975, "math_train": 7470,
 }  # fmt: skip
 VAL_TASKS = ["aime24", "aime25", "amc23", "math500", "gsm8k", "deepscaler_val"]
-TRAIN_TASKS = ["deepscaler", "deepscaler_aime", "math_train"]
+TRAIN_TASKS = ["deepscaler_head", "deepscaler_aime", "math_train"]
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +41,10 @@ def tokenizer():
 
 
 @pytest.fixture(scope="module")
-def shared_tasks():
-    """Every task of both config groups, composed from the YAMLs with MATH_DATA_DIR set to the shared data."""
-    if not MATH_DIR.is_dir():
-        pytest.skip(f"shared math data not found at {MATH_DIR}")
+def stored_tasks():
+    """Every stored task of both config groups, composed from the YAMLs with their default folder."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MATH_DATA_DIR", str(MATH_DIR))
+        mp.delenv("MATH_DATA_DIR", raising=False)
         cfg = compose_config(
             "tiny_longcot", [f"val_tasks=[{','.join(VAL_TASKS)}]", f"train_tasks=[{','.join(TRAIN_TASKS)}]"]
         )
@@ -50,12 +53,12 @@ def shared_tasks():
 
 
 @pytest.fixture(scope="module")
-def loaded_and_logged(shared_tasks, tokenizer):
-    """The prompts of every shared task, loaded once, and the warnings the loader logged meanwhile."""
+def loaded_and_logged(stored_tasks, tokenizer):
+    """The prompts of every stored task, loaded once, and the warnings the loader logged meanwhile."""
     handler = logging.handlers.BufferingHandler(capacity=100)
     logging.getLogger("verl.data.tasks").addHandler(handler)
     try:
-        loaded = {name: load_task(name, task, tokenizer, NO_LIMIT) for name, task in shared_tasks.items()}
+        loaded = {name: load_task(name, task, tokenizer, NO_LIMIT) for name, task in stored_tasks.items()}
     finally:
         logging.getLogger("verl.data.tasks").removeHandler(handler)
     return loaded, [record.getMessage() for record in handler.buffer]
@@ -70,13 +73,13 @@ def raw_answers(task: TaskConfig) -> list:
     return [row[task.answer_key] for row in read_task_rows(task.path)]
 
 
-# --- the shared files --------------------------------------------------------------------------------
+# --- the stored files --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", list(ROWS))
-def test_every_shared_task_loads(name, shared_tasks, loaded):
-    task, items = shared_tasks[name], loaded[name]
-    assert Path(task.path).is_file()
+def test_every_stored_task_loads(name, stored_tasks, loaded):
+    task, items = stored_tasks[name], loaded[name]
+    assert Path(task.path).parent == MATH_DIR and Path(task.path).is_file()
     assert len(items) == ROWS[name]
     assert {it.data_source for it in items} == {name}
     assert all(isinstance(it.ground_truth, str) and it.ground_truth for it in items)
@@ -85,33 +88,33 @@ def test_every_shared_task_loads(name, shared_tasks, loaded):
     assert {it.val_n for it in items} == {task.n}
 
 
-def test_only_math_train_has_bad_rows_its_four_without_an_answer(shared_tasks, loaded_and_logged):
-    path = shared_tasks["math_train"].path
+def test_only_math_train_has_bad_rows_its_four_without_an_answer(stored_tasks, loaded_and_logged):
+    path = stored_tasks["math_train"].path
     assert loaded_and_logged[1] == [
         f"task math_train: dropped 4 rows of {path}: 2 empty answer, 2 missing answer"
     ]
 
 
-def test_aime24_zero_padded_strings_lose_their_zeros(shared_tasks, loaded):
-    raw = raw_answers(shared_tasks["aime24"])
+def test_aime24_zero_padded_strings_lose_their_zeros(stored_tasks, loaded):
+    raw = raw_answers(stored_tasks["aime24"])
     assert raw[7] == "025" and loaded["aime24"][7].ground_truth == "25"
     assert [it.ground_truth for it in loaded["aime24"]] == [str(int(a)) for a in raw]
 
 
-def test_aime25_ints_and_amc23_floats_become_integer_strings(shared_tasks, loaded):
-    aime25 = raw_answers(shared_tasks["aime25"])
+def test_aime25_ints_and_amc23_floats_become_integer_strings(stored_tasks, loaded):
+    aime25 = raw_answers(stored_tasks["aime25"])
     assert all(type(a) is int for a in aime25)
     assert [it.ground_truth for it in loaded["aime25"]] == [str(a) for a in aime25]
-    amc = raw_answers(shared_tasks["amc23"])
+    amc = raw_answers(stored_tasks["amc23"])
     assert amc[0] == 27.0 and loaded["amc23"][0].ground_truth == "27"
     assert [it.ground_truth for it in loaded["amc23"]] == [str(int(a)) for a in amc]
 
 
-def test_latex_answers_are_unchanged(shared_tasks, loaded):
-    raw = raw_answers(shared_tasks["math500"])
+def test_latex_answers_are_unchanged(stored_tasks, loaded):
+    raw = raw_answers(stored_tasks["math500"])
     assert raw[0] == "\\left( 3, \\frac{\\pi}{2} \\right)"
     assert [it.ground_truth for it in loaded["math500"]] == raw  # no MATH-500 answer has padding or zeros
-    assert loaded["deepscaler"][0].ground_truth == "-\\frac{2}{3}"
+    assert loaded["deepscaler_head"][0].ground_truth == "-\\frac{2}{3}"
 
 
 def test_gsm8k_answer_is_the_number_after_the_marker(loaded):
@@ -120,15 +123,15 @@ def test_gsm8k_answer_is_the_number_after_the_marker(loaded):
     assert "1450000" in truths and not any("," in t for t in truths)  # "#### 1,450,000"
 
 
-def test_template_wraps_the_problem_for_the_chat(shared_tasks, loaded, tokenizer):
-    row = read_task_rows(shared_tasks["aime25"].path)[0]
+def test_template_wraps_the_problem_for_the_chat(stored_tasks, loaded, tokenizer):
+    row = read_task_rows(stored_tasks["aime25"].path)[0]
     text = tokenizer.decode(loaded["aime25"][0].prompt_ids)
     expected = (
         f"<|user|>{row['problem']}\n\nPlease reason step by step, and put your final answer within "
         "\\boxed{}.<|assistant|><think>"  # the paper's reference wording
     )
     assert text == expected
-    gsm = read_task_rows(shared_tasks["gsm8k"].path)[0]
+    gsm = read_task_rows(stored_tasks["gsm8k"].path)[0]
     assert tokenizer.decode(loaded["gsm8k"][0].prompt_ids).startswith(f"<|user|>{gsm['question']}\n\n")
 
 
@@ -248,6 +251,19 @@ def test_every_row_bad_is_an_error_even_when_filtering(tokenizer, tmp_path):
         load_task("t", TaskConfig(path=path, data_source="s"), tokenizer, 100)
 
 
+@pytest.mark.parametrize(("section", "key"), [("data", "data.max_prompt_length"), ("", "max_prompt_length")])
+def test_a_limit_that_drops_every_prompt_names_the_entry_points_key(section, key, tokenizer, tmp_path):
+    # training keeps the limit at data.max_prompt_length, main_eval at max_prompt_length
+    rows = [{"problem": LONG + "x", "answer": "1"}, {"problem": LONG, "answer": "2"}]  # 204 and 203 tokens
+    path = write_rows(tmp_path / "long.jsonl", rows)
+    with pytest.raises(ConfigError) as error:
+        load_task("t", TaskConfig(path=path, data_source="s"), tokenizer, 100, section=section)
+    assert str(error.value) == (
+        f"{key}: all 2 prompts of task t ({path}) are longer than the 100 tokens allowed ({key} less any "
+        "Delethink carry-over); the shortest has 203"
+    )
+
+
 def test_config_mistakes_fail_whatever_bad_rows_says(tokenizer, tmp_path):
     path = write_rows(tmp_path / "t.jsonl", [GOOD])
     with pytest.raises(
@@ -266,59 +282,143 @@ def test_config_mistakes_fail_whatever_bad_rows_says(tokenizer, tmp_path):
         load_task("t", TaskConfig(path=str(tmp_path / "nope.jsonl"), data_source="s"), tokenizer, 100)
 
 
-def test_deepscaler_val_is_a_fixed_slice_of_the_stored_rows(shared_tasks, loaded):
+def test_deepscaler_val_is_a_fixed_slice_of_the_stored_rows(stored_tasks, loaded):
     picked = [it.extra_info["index"] for it in loaded["deepscaler_val"]]
     assert len(set(picked)) == 30 and picked != list(range(30))  # shuffled with seed 42, not the head
-    rows = read_task_rows(shared_tasks["deepscaler_val"].path)
+    rows = read_task_rows(stored_tasks["deepscaler_val"].path)
     assert [it.ground_truth for it in loaded["deepscaler_val"]] == [
         normalise_answer(rows[i]["answer"]) for i in picked
     ]
 
 
-# --- files not stored here: the OpenMath sets of the 96K run ---------------------------------------------
+# --- sets too large to store: a local copy, or the Hugging Face hub -------------------------------------
 
-OPENMATH = {  # task -> (group, file under MATH_DATA_DIR, Hugging Face dataset it comes from)
-    "openmath": ("train_tasks", "openmath_filtered.jsonl", "McGill-NLP/openmath-filtered"),
-    "openmath_val": ("val_tasks", "openmath_reasoning_test.jsonl", "MathMindsAGI/OpenMathReasoning_ready"),
+HUB_SETS = {  # task -> (group, Hugging Face dataset, split)
+    "deepscaler": ("train_tasks", "agentica-org/DeepScaleR-Preview-Dataset", "train"),
+    "openmath": ("train_tasks", "McGill-NLP/openmath-filtered", "test"),
+    "openmath_val": ("val_tasks", "MathMindsAGI/OpenMathReasoning_ready", "test"),
 }
+SUMS = [{"problem": f"What is {i} + {i}?", "answer": str(2 * i), "source": "x"} for i in range(40)]
 
 
-def openmath_task(name: str) -> TaskConfig:
-    group = OPENMATH[name][0]
-    config = load_config(compose_config("tiny_longcot", [f"{group}=[{name}]"]), check_paths=False)
+def hub_task(name: str, *overrides: str) -> TaskConfig:
+    group = HUB_SETS[name][0]
+    config = load_config(compose_config("tiny_longcot", [f"{group}=[{name}]", *overrides]), check_paths=False)
     return getattr(config, group)[name]
 
 
-@pytest.mark.parametrize("name", list(OPENMATH))
-def test_openmath_loads_its_local_copy_from_math_data_dir(name, tokenizer, tmp_path, monkeypatch):
-    monkeypatch.setenv("MATH_DATA_DIR", str(tmp_path))
-    rows = [{"problem": f"What is {i} + {i}?", "answer": str(2 * i), "source": "x"} for i in range(40)]
-    write_rows(tmp_path / OPENMATH[name][1], rows)
-    task = openmath_task(name)
-    assert task.path == f"{tmp_path}/{OPENMATH[name][1]}"
+@pytest.mark.parametrize("name", list(HUB_SETS))
+def test_a_set_too_large_to_store_names_its_hub_dataset_and_no_file(name):
+    _, dataset, split = HUB_SETS[name]
+    task = hub_task(name)
+    assert (task.path, task.hf_dataset, task.hf_split) == (None, dataset, split)
+
+
+@pytest.mark.parametrize("name", list(HUB_SETS))
+def test_a_local_copy_given_as_path_is_read_instead_of_the_hub(name, tokenizer, tmp_path):
+    group = HUB_SETS[name][0]
+    path = write_rows(tmp_path / "copy.jsonl", SUMS)
+    task = hub_task(name, f"{group}.{name}.path={path}")
     items = load_task(name, task, tokenizer, NO_LIMIT)
-    assert len(items) == (40 if name == "openmath" else 30)  # the validation slice takes 30
+    assert len(items) == (30 if name == "openmath_val" else 40)  # the validation slice takes 30
     assert {it.data_source for it in items} == {name}
     assert all(it.ground_truth == str(2 * it.extra_info["index"]) for it in items)
 
 
-@pytest.mark.parametrize("name", list(OPENMATH))
-def test_a_missing_openmath_file_says_how_to_get_it(name, tokenizer, tmp_path, monkeypatch):
-    monkeypatch.setenv("MATH_DATA_DIR", str(tmp_path / "empty"))
-    group, file, dataset = OPENMATH[name]
-    path = f"{tmp_path}/empty/{file}"
-    how = (
-        f"fetch it (the test split of the Hugging Face dataset {dataset}) where there is network access: "
-        f"python -c \"import datasets; datasets.load_dataset('{dataset}', split='test').to_json('{path}')\" "
-        f"or point MATH_DATA_DIR at a directory holding {file}"
+def test_a_hub_set_loads_through_datasets_by_its_id(tokenizer, tmp_path):
+    # no network here: datasets.load_dataset reads a local folder by the same call that fetches a hub id,
+    # so the task's own code path (path null -> load_dataset(hf_dataset, split=hf_split)) runs for real
+    write_rows(tmp_path / "test.jsonl", SUMS)  # a file named after its split, as hub datasets lay them out
+    task = dataclasses.replace(hub_task("openmath"), hf_dataset=str(tmp_path))
+    items = load_task("openmath", task, tokenizer, NO_LIMIT)
+    assert [it.ground_truth for it in items] == [str(2 * i) for i in range(40)]
+    wrong_split = dataclasses.replace(task, hf_split="validation")
+    with pytest.raises(ValueError) as error:
+        load_task("openmath", wrong_split, tokenizer, NO_LIMIT)
+    assert str(error.value).startswith(
+        f"task openmath: cannot load {tmp_path} (split validation) from the Hugging Face hub (ValueError: "
     )
-    with pytest.raises(FileNotFoundError) as error:
-        load_task(name, openmath_task(name), tokenizer, NO_LIMIT)
-    assert str(error.value) == f"task {name}: task file {path} does not exist; {how}"
-    # the run's start-up check says the same before anything is loaded
+    assert str(error.value).endswith(
+        "save it where there is network access, python -c \"import datasets; datasets.load_dataset("
+        f"'{tmp_path}', split='validation').to_json('openmath.jsonl')\", and give that file as the task's "
+        "path"
+    )
+
+
+def test_a_missing_local_copy_is_named_with_the_hub_alternative(tokenizer, tmp_path):
+    missing = tmp_path / "nope.jsonl"
+    with pytest.raises(FileNotFoundError, match=f"^task openmath: task file {missing} does not exist$"):
+        load_task("openmath", hub_task("openmath", f"train_tasks.openmath.path={missing}"), tokenizer, 100)
+    cfg = compose_config("tiny_longcot", ["train_tasks=[openmath]", f"train_tasks.openmath.path={missing}"])
     with pytest.raises(ConfigError) as error:
-        load_config(compose_config("r1d-1.5b_openmath_delethink_96k"))
-    assert f"{group}.{name}.path='{path}': no such file; {how}" in str(error.value)
+        load_config(cfg)
+    assert (
+        f"train_tasks.openmath.path='{missing}': no such file; train_tasks.openmath.path=null loads "
+        "McGill-NLP/openmath-filtered from the Hugging Face hub"
+    ) in str(error.value)
+
+
+def test_a_task_with_neither_file_nor_hub_dataset_is_refused():
+    cfg = compose_config("tiny_longcot", ["train_tasks=[openmath]", "train_tasks.openmath.hf_dataset=null"])
+    with pytest.raises(ConfigError) as error:
+        load_config(cfg, check_paths=False)
+    assert str(error.value) == (
+        "train_tasks.openmath.path=None: is null and so is hf_dataset: name a file, or a Hugging Face "
+        "dataset to load"
+    )
+
+
+def offline_line(key: str, name: str, dataset: str, split: str, reason: str) -> str:
+    """The start-up line for a hub set with no local copy when the hub cannot be reached."""
+    return (
+        f"config error: {key}: no local file ({key}.path is null) and the Hugging Face hub cannot give "
+        f"{dataset} (split {split}) ({reason}); where there is network access save it, python -c "
+        f"\"import datasets; datasets.load_dataset('{dataset}', split='{split}').to_json('{name}.jsonl')\", "
+        f"then pass {key}.path=/path/to/{name}.jsonl\n"
+    )
+
+
+def test_offline_a_hub_set_stops_training_at_start_up_in_one_line(tiny_assets, tmp_path):
+    # HF_HUB_OFFLINE is huggingface_hub's own switch: the metadata request fails at once, as on a
+    # machine set up without network; launched from tmp_path, far from the repository
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_policy_iteration", "--config-name=tiny_longcot",
+         f"actor_rollout_ref.model.path={tiny_assets / 'model'}",
+         f"data.train_files=[{tiny_assets / 'data' / 'train.jsonl'}]",
+         f"data.val_files=[{tiny_assets / 'data' / 'val.jsonl'}]", "train_tasks=[openmath]",
+         f"hydra.run.dir={tmp_path / 'hydra'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr[-2000:]
+    reason = (
+        "https://huggingface.co gave OfflineModeIsEnabled: Cannot reach "
+        "https://huggingface.co/api/datasets/McGill-NLP/openmath-filtered: offline mode is enabled. "
+        "To disable it, please unset the `HF_HUB_OFFLINE` environment variable."
+    )
+    assert result.stderr == offline_line(
+        "train_tasks.openmath", "openmath", "McGill-NLP/openmath-filtered", "test", reason
+    )
+
+
+def test_a_hub_that_refuses_the_connection_stops_evaluation_at_start_up_in_one_line(tiny_assets, tmp_path):
+    # a real connection to a port nobody listens on: what an offline machine's requests meet
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")}
+    env["HF_ENDPOINT"] = f"http://127.0.0.1:{port}"
+    result = subprocess.run(
+        [sys.executable, "-m", "verl.trainer.main_eval", f"model_path={tiny_assets / 'model'}",
+         "val_tasks@tasks=[openmath_val]", f"output_dir={tmp_path / 'out'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr[-2000:]
+    reason = f"http://127.0.0.1:{port} gave ConnectError: [Errno 111] Connection refused"
+    assert result.stderr == offline_line(
+        "tasks.openmath_val", "openmath_val", "MathMindsAGI/OpenMathReasoning_ready", "test", reason
+    )
+    assert not (tmp_path / "out").exists()
 
 
 # --- answer normalisation (hand-written cases) --------------------------------------------------------------
@@ -387,7 +487,7 @@ def test_selecting_several_options_of_a_group_merges_them():
 
 
 def test_load_split_puts_data_files_before_tasks(tokenizer, tmp_path, monkeypatch):
-    monkeypatch.setenv("MATH_DATA_DIR", str(MATH_DIR))
+    monkeypatch.delenv("MATH_DATA_DIR", raising=False)
     val_file = tmp_path / "val.jsonl"
     val_file.write_text(
         json.dumps({"data_source": "mine", "prompt": "q", "reward_model": {"ground_truth": "1"}}) + "\n"

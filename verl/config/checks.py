@@ -9,10 +9,12 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from verl.config.data import TaskConfig
 from verl.config.policy_iteration import PolicyIterationConfig
 from verl.config.rules import MAKE_TINY, TINY_DIR, join_key
 from verl.models.lora_keys import ALL_LINEAR, BLOCK_LINEAR_LAYERS
 from verl.models.model_dir import model_path_problem
+from verl.utils.math_data import hub_problem, save_command, vendored_file_problem
 
 
 def _field(node: Any, name: str) -> Any:
@@ -158,9 +160,8 @@ def path_problems(c: PolicyIterationConfig) -> list[str]:
                 missing(f"data.{key}[{i}]", path, problem)
     for split in ("train", "val"):
         for name, task in getattr(c, f"{split}_tasks").items():
-            if not Path(task.path).is_file():
-                how = f"; {task.how_to_get}" if task.how_to_get else ""
-                missing(f"{split}_tasks.{name}.path", task.path, f"no such file{how}")
+            problem = task_source_problem(f"{split}_tasks.{name}", name, task)
+            errors += [problem] if problem else []
     attention = c.actor_rollout_ref.model.attn_implementation
     if attention == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
         missing(
@@ -174,6 +175,30 @@ def path_problems(c: PolicyIterationConfig) -> list[str]:
     if c.trainer.resume_mode == "path" and resume_path and not Path(resume_path).exists():
         missing("trainer.resume_from_path", resume_path, "no such checkpoint")
     return errors
+
+
+def task_source_problem(key: str, name: str, task: TaskConfig) -> str | None:
+    """Why the rows of task `name` (at `key` in the entry point's config) cannot be read, in one line naming
+    the key: a missing file, a stored file that no longer matches SOURCES.md, or no file and a Hugging
+    Face hub that cannot give the dataset; None when they can be read (no file is opened but the stored
+    ones' checksums, no row is downloaded)."""
+    if task.path is not None:
+        if not Path(task.path).is_file():
+            hub = task.hf_dataset and f"; {key}.path=null loads {task.hf_dataset} from the Hugging Face hub"
+            return f"{key}.path={task.path!r}: no such file{hub or ''}"
+        changed = vendored_file_problem(task.path)
+        return f"{key}.path={task.path!r}: {changed}" if changed else None
+    if not task.hf_dataset:
+        return None  # TaskConfig.problems names this one
+    unreachable = hub_problem(task.hf_dataset)
+    if unreachable is None:
+        return None
+    file = f"{name}.jsonl"
+    return (
+        f"{key}: no local file ({key}.path is null) and the Hugging Face hub cannot give {task.source} "
+        f"({unreachable}); where there is network access save it, "
+        f"{save_command(task.hf_dataset, task.hf_split, file)}, then pass {key}.path=/path/to/{file}"
+    )
 
 
 def lora_target_problems(c: PolicyIterationConfig) -> list[str]:

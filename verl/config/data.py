@@ -36,10 +36,13 @@ class DataConfig:
 
 @dataclass
 class TaskConfig:
-    """A problem set in its original columns (problem / answer), turned into prompts by a template."""
+    """A problem set in its original columns (problem / answer), turned into prompts by a template. Its rows
+    come from a local file (`path`) or, for a set too large to store here, from the Hugging Face hub."""
 
-    path: str  # .jsonl, .json or .parquet
     data_source: str  # names the task in metrics and picks the scorer
+    path: str | None = None  # .jsonl, .json or .parquet; null: load hf_dataset from the hub instead
+    hf_dataset: str | None = None  # Hugging Face dataset id, read when path is null (needs network)
+    hf_split: str = "train"  # the split of hf_dataset
     problem_key: str = "problem"
     answer_key: str = "answer"
     answer_marker: str | None = None  # GSM8K "####": the answer column is a solution, the answer follows this
@@ -49,12 +52,20 @@ class TaskConfig:
     shuffle_seed: int | None = None  # set: shuffle rows with this seed before max_samples
     n: int | None = None  # validation samples per problem; None: rollout.val_kwargs.n
     bad_rows: str = "filter"  # filter: drop bad rows and log the count | error: fail naming the row
-    how_to_get: str | None = None  # for a file not stored here: how to obtain it, said when it is missing
+
+    @property
+    def source(self) -> str:
+        """Where the rows come from, for messages: the file, or the hub dataset and split."""
+        return self.path if self.path is not None else f"{self.hf_dataset} (split {self.hf_split})"
 
     def problems(self, key: str) -> list[str]:
         return broken(self, key, [
             ("max_samples", off_or_positive, "must be -1 (every row) or > 0"),
             ("n", lambda v: v is None or v >= 1, "must be null or >= 1"),
             one_of("bad_rows", TASK_BAD_ROWS),
-            *not_empty("path", "data_source", "problem_key", "answer_key", "prompt_template"),
+            ("path", lambda v: v is not None or self.hf_dataset,
+             "is null and so is hf_dataset: name a file, or a Hugging Face dataset to load"),
+            ("path", lambda v: v != "", "must not be empty (null loads hf_dataset from the hub)"),
+            ("hf_dataset", lambda v: v != "", "must not be empty (null: none)"),
+            *not_empty("hf_split", "data_source", "problem_key", "answer_key", "prompt_template"),
         ])  # fmt: skip

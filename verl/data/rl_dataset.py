@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from verl.config import ConfigError
+from verl.config.rules import join_key
 
 logger = logging.getLogger(__name__)
 
@@ -143,15 +144,16 @@ def _is_message(value: Any) -> bool:
     return isinstance(value, dict) and isinstance(value.get("role"), str) and "content" in value
 
 
-def _messages(row: dict[str, Any], prompt_key: str, where: str) -> list[dict[str, str]]:
-    """The row's prompt as chat messages: a string is one user message."""
+def _messages(row: dict[str, Any], prompt_key: str, where: str, key: str) -> list[dict[str, str]]:
+    """The row's prompt as chat messages: a string is one user message. `key` names the config key that
+    set `prompt_key`."""
     prompt = row.get(prompt_key)
     if isinstance(prompt, str) and prompt.strip():
         return [{"role": "user", "content": prompt}]
     if isinstance(prompt, list) and prompt and all(_is_message(m) for m in prompt):
         return prompt
     raise DataError(
-        f"{where}: {prompt_key!r} (data.prompt_key) must be a non-empty string or a list of "
+        f"{where}: {prompt_key!r} ({key}) must be a non-empty string or a list of "
         f"{{role, content}} messages, got {_clip(prompt)}"
     )
 
@@ -189,8 +191,8 @@ def _extra_info(row: dict[str, Any], where: str) -> dict[str, Any]:
     return dict(extra)
 
 
-def _row_item(row: dict[str, Any], where: str, tokenizer, prompt_key: str) -> PromptItem:
-    messages = _messages(row, prompt_key, where)
+def _row_item(row: dict[str, Any], where: str, tokenizer, prompt_key: str, key: str) -> PromptItem:
+    messages = _messages(row, prompt_key, where, key)
     env_config = gym_column(row, "env_config", where)
     ground_truth = _ground_truth(row, where)
     if ground_truth is None and env_config is None:  # a row naming its env has the env as its judge
@@ -207,38 +209,46 @@ def _row_item(row: dict[str, Any], where: str, tokenizer, prompt_key: str) -> Pr
 
 
 def load_prompts(
-    files: list[str], tokenizer, prompt_key: str, max_prompt_tokens: int, filter_overlong: bool
+    files: list[str],
+    tokenizer,
+    prompt_key: str,
+    max_prompt_tokens: int,
+    filter_overlong: bool,
+    section: str = "data",
 ) -> list[PromptItem]:
     """Tokenise every row. A row without a prompt is an error naming file and row, and so is one
     without a ground truth unless it names its env in an `env_config` column (the env is its judge).
     A prompt longer than `max_prompt_tokens` is dropped (counted in the log) or, with
     `filter_overlong=False`, an error naming the row. A file whose first row has no `prompt_key` column,
-    or a limit that drops every prompt, is a ConfigError naming the key."""
+    or a limit that drops every prompt, is a ConfigError naming the key: the key of the calling entry
+    point, whose `section` holds prompt_key, max_prompt_length and filter_overlong_prompts ("data" in
+    training, "" in main_eval)."""
+    prompt_key_key, length_key = join_key(section, "prompt_key"), join_key(section, "max_prompt_length")
     items: list[PromptItem] = []
     dropped_lengths: list[int] = []
     for path in files:
         rows = read_rows(path)
         if prompt_key not in rows[0]:
             raise ConfigError(
-                f"data.prompt_key={prompt_key!r}: {path} has no such column (row 0 has {sorted(rows[0])})"
+                f"{prompt_key_key}={prompt_key!r}: {path} has no such column (row 0 has {sorted(rows[0])})"
             )
         for i, row in enumerate(rows):
             where = f"{path} row {i}"
-            item = _row_item(row, where, tokenizer, prompt_key)
+            item = _row_item(row, where, tokenizer, prompt_key, prompt_key_key)
             if len(item.prompt_ids) > max_prompt_tokens:
                 if not filter_overlong:
                     raise DataError(
                         f"{where}: prompt has {len(item.prompt_ids)} tokens, more than the "
-                        f"{max_prompt_tokens} allowed (data.max_prompt_length minus any Delethink "
-                        "carry-over); set data.filter_overlong_prompts=true to drop such rows"
+                        f"{max_prompt_tokens} allowed ({length_key} minus any Delethink carry-over); set "
+                        f"{join_key(section, 'filter_overlong_prompts')}=true to drop such rows"
                     )
                 dropped_lengths.append(len(item.prompt_ids))
                 continue
             items.append(item)
     if not items:  # every other bad row raised above
         raise ConfigError(
-            f"data.max_prompt_length: all {len(dropped_lengths)} prompts of {files} are longer than the "
-            f"{max_prompt_tokens} tokens allowed (data.max_prompt_length minus any Delethink carry-over); "
+            f"{length_key}: all {len(dropped_lengths)} prompts of {files} are longer than the "
+            f"{max_prompt_tokens} tokens allowed ({length_key} minus any Delethink carry-over); "
             f"the shortest has {min(dropped_lengths)}"
         )
     if dropped_lengths:

@@ -1,7 +1,8 @@
 """Math tasks: a problem set in its own columns (problem, answer), turned into chat prompts.
 
-A task (`TaskConfig`, config groups `train_tasks/` and `val_tasks/`) names a .jsonl/.json/.parquet file,
-the columns holding the problem and the answer, a prompt template and an optional system prompt.
+A task (`TaskConfig`, config groups `train_tasks/` and `val_tasks/`) names a .jsonl/.json/.parquet file
+(or, for a set too large to store, a Hugging Face dataset and split), the columns holding the problem
+and the answer, a prompt template and an optional system prompt.
 Answers come in whatever type the file uses (AIME's zero-padded strings, ints, floats such as 27.0,
 LaTeX) and leave here as strings that mean the same number or expression (`normalise_answer`).
 Rows that cannot become a prompt (missing or empty answer, wrong types, overlong prompt) are dropped
@@ -23,7 +24,9 @@ import numpy as np
 from tqdm import tqdm
 
 from verl.config import ConfigError, PolicyIterationConfig, TaskConfig
+from verl.config.rules import join_key
 from verl.data.rl_dataset import DataError, PromptItem, encode_prompt, load_prompts, read_rows
+from verl.utils.math_data import save_command
 
 logger = logging.getLogger(__name__)
 
@@ -116,13 +119,13 @@ def _check_columns(name: str, task: TaskConfig, rows: list[dict[str, Any]]) -> N
         column = getattr(task, key)
         if column not in columns:
             raise ConfigError(
-                f"task {name}: {task.path} has no column {column!r} ({key}); columns: {columns}"
+                f"task {name}: {task.source} has no column {column!r} ({key}); columns: {columns}"
             )
     try:
         task.prompt_template.format(**rows[0])
     except KeyError as e:
         raise ConfigError(
-            f"task {name}: prompt_template names column {e.args[0]!r}, which {task.path} does not have; "
+            f"task {name}: prompt_template names column {e.args[0]!r}, which {task.source} does not have; "
             f"columns: {columns}"
         ) from None
     except (IndexError, ValueError) as e:
@@ -132,16 +135,45 @@ def _check_columns(name: str, task: TaskConfig, rows: list[dict[str, Any]]) -> N
         ) from None
 
 
-def load_task(name: str, task: TaskConfig, tokenizer, max_prompt_tokens: int) -> list[PromptItem]:
-    """Prompts of one task: rows in file order, or shuffled with `shuffle_seed`; the first `max_samples`
-    usable rows (-1: all). Bad rows are dropped and counted, or raise (`bad_rows: error`)."""
-    if not Path(task.path).is_file():
-        how = f"; {task.how_to_get}" if task.how_to_get else ""
-        raise FileNotFoundError(f"task {name}: task file {task.path} does not exist{how}")
+def _hub_rows(name: str, task: TaskConfig) -> list[dict[str, Any]]:
+    """Every row of the task's Hugging Face dataset split, downloaded into (or read back from) the
+    `datasets` cache (~/.cache/huggingface unless HF_HOME says otherwise)."""
+    import datasets
+
+    logger.info("task %s: loading %s from the Hugging Face hub", name, task.source)
     try:
-        rows = read_task_rows(task.path)
+        ds = datasets.load_dataset(task.hf_dataset, split=task.hf_split)
+    except Exception as e:  # the start-up check saw the hub answer; anything now (network, split) stops here
+        detail = (str(e).strip().splitlines() or [""])[0]
+        save = save_command(task.hf_dataset, task.hf_split, f"{name}.jsonl")
+        raise DataError(
+            f"task {name}: cannot load {task.source} from the Hugging Face hub ({type(e).__name__}: "
+            f"{detail}); save it where there is network access, {save}, and give that file as the task's path"
+        ) from None
+    return ds.to_list()
+
+
+def _task_rows(name: str, task: TaskConfig) -> list[dict[str, Any]]:
+    """The task's rows: from its file if it names one, else from the Hugging Face hub."""
+    if task.path is None:
+        return _hub_rows(name, task)
+    if not Path(task.path).is_file():
+        raise FileNotFoundError(f"task {name}: task file {task.path} does not exist")
+    try:
+        return read_task_rows(task.path)
     except DataError as e:
         raise DataError(f"task {name}: {e}") from None
+
+
+def load_task(
+    name: str, task: TaskConfig, tokenizer, max_prompt_tokens: int, section: str = "data"
+) -> list[PromptItem]:
+    """Prompts of one task: rows in file order, or shuffled with `shuffle_seed`; the first `max_samples`
+    usable rows (-1: all). Bad rows are dropped and counted, or raise (`bad_rows: error`). `section` is
+    where the calling entry point keeps max_prompt_length ("data" in training, "" in main_eval), so that
+    a message names that entry point's key."""
+    length_key = join_key(section, "max_prompt_length")
+    rows = _task_rows(name, task)
     _check_columns(name, task, rows)
     order = (
         range(len(rows))
@@ -150,6 +182,7 @@ def load_task(name: str, task: TaskConfig, tokenizer, max_prompt_tokens: int) ->
     )
     items: list[PromptItem] = []
     dropped: Counter[str] = Counter()
+    shortest = math.inf  # of the overlong prompts: the limit that would let the first of them in
     for i in tqdm(order, desc=f"task {name}", unit="row", leave=False, disable=len(rows) < 1000):
         if len(items) == task.max_samples:
             break
@@ -159,15 +192,16 @@ def load_task(name: str, task: TaskConfig, tokenizer, max_prompt_tokens: int) ->
             messages = _prompt_messages(task, rows[i])
             ids = encode_prompt(tokenizer, messages)
             if len(ids) > max_prompt_tokens:
+                shortest = min(shortest, len(ids))
                 raise BadRow(
                     "overlong prompt",
                     f"the prompt has {len(ids)} tokens, more than the {max_prompt_tokens} allowed "
-                    "(data.max_prompt_length less any Delethink carry-over)",
+                    f"({length_key} less any Delethink carry-over)",
                 )
         except BadRow as bad:
             if task.bad_rows == "error":
                 raise DataError(
-                    f"task {name}: {task.path} row {i}: {bad.detail} (bad_rows: error; "
+                    f"task {name}: {task.source} row {i}: {bad.detail} (bad_rows: error; "
                     "bad_rows: filter drops such rows)"
                 ) from None
             dropped[bad.kind] += 1
@@ -178,13 +212,14 @@ def load_task(name: str, task: TaskConfig, tokenizer, max_prompt_tokens: int) ->
     if not items:
         if set(dropped) == {"overlong prompt"}:
             raise ConfigError(
-                f"data.max_prompt_length: all {len(rows)} prompts of task {name} ({task.path}) are longer "
-                f"than the {max_prompt_tokens} tokens allowed (data.max_prompt_length less any Delethink "
-                "carry-over)"
+                f"{length_key}: all {len(rows)} prompts of task {name} ({task.source}) are longer than the "
+                f"{max_prompt_tokens} tokens allowed ({length_key} less any Delethink carry-over); the "
+                f"shortest has {shortest}"
             )
-        raise DataError(f"task {name}: no usable rows in {task.path} ({len(rows)} rows: {reasons})")
+        raise DataError(f"task {name}: no usable rows in {task.source} ({len(rows)} rows: {reasons})")
     if dropped:
-        logger.warning("task %s: dropped %d rows of %s: %s", name, sum(dropped.values()), task.path, reasons)
+        total = sum(dropped.values())
+        logger.warning("task %s: dropped %d rows of %s: %s", name, total, task.source, reasons)
     return items
 
 

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from verl.config import ConfigError, TaskConfig, to_dataclass
+from verl.config.checks import task_source_problem
 from verl.models.model_dir import model_dir_problems
 from verl.utils.config_resolvers import register_resolvers
 
@@ -153,7 +154,9 @@ def rule_errors(c: EvalConfig) -> list[str]:
     for i, path in enumerate(c.data_files):
         check(Path(path).is_file(), f"data_files[{i}]", path, "no such file")
     for name, task in c.tasks.items():
-        check(Path(task.path).is_file(), f"tasks.{name}.path", task.path, "no such file")
+        errors += task.problems(f"tasks.{name}")
+        source_problem = task_source_problem(f"tasks.{name}", name, task)
+        errors += [source_problem] if source_problem else []
     check(
         c.max_problems == -1 or c.max_problems >= 1,
         "max_problems",

@@ -80,11 +80,13 @@ def first_turn_budget(run: EvalRun) -> int:
 def load_items(config: EvalConfig, tokenizer) -> list[PromptItem]:
     """Every data file and task, each cut to its first max_problems problems."""
     limit = config.max_question_tokens
-    groups = [load_prompts([path], tokenizer, config.prompt_key, limit, True) for path in config.data_files]
+    # section "": main_eval's keys are top-level (max_prompt_length, prompt_key); its messages name them so
+    key = config.prompt_key
+    groups = [load_prompts([path], tokenizer, key, limit, True, section="") for path in config.data_files]
     if config.tasks:
         from verl.data.tasks import load_task
 
-        groups += [load_task(name, task, tokenizer, limit) for name, task in config.tasks.items()]
+        groups += [load_task(name, task, tokenizer, limit, section="") for name, task in config.tasks.items()]
     if config.max_problems > 0:
         groups = [g[: config.max_problems] for g in groups]
     return [item for g in groups for item in g]

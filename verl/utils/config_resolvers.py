@@ -4,6 +4,9 @@
 `${eval:'int(${data.max_response_length}) - int(${algorithm.delethink.keep_head})'}`. It evaluates
 arithmetic only (numbers, + - * / // %, parentheses, int/min/max), never arbitrary Python: a config
 can come from a command line, and Python's `eval` would run any code in it.
+
+`${vendored_math_dir:}` is the folder of math problem sets stored in the package (verl/data/math/): the
+task YAMLs default to it, `${oc.env:MATH_DATA_DIR,${vendored_math_dir:}}/aime24.jsonl`.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import ast
 import operator
 
 from omegaconf import OmegaConf
+
+from verl.utils import math_data
 
 _BINARY_OPS = {
     ast.Add: operator.add,
@@ -55,6 +60,9 @@ def eval_arithmetic(expression: str) -> int | float:
 
 
 def register_resolvers() -> None:
-    """Register `eval` with OmegaConf. Safe to call more than once."""
+    """Register `eval` and `vendored_math_dir` with OmegaConf. Safe to call more than once."""
     if not OmegaConf.has_resolver("eval"):
         OmegaConf.register_new_resolver("eval", eval_arithmetic)
+    if not OmegaConf.has_resolver("vendored_math_dir"):
+        # read at each use, not at registration, so that it always names math_data's folder
+        OmegaConf.register_new_resolver("vendored_math_dir", lambda: str(math_data.VENDORED_MATH_DIR))
