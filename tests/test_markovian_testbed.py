@@ -1,6 +1,6 @@
-"""The Markovian testbed recipe: its claim checks on hand-made evaluation summaries, its evaluation data,
-the LoRA table's accuracies and standard errors on hand-made samples, and (slow) the whole recipe at its
-smoke size, which must write the report with every table."""
+"""The Markovian testbed recipe: its claim checks on hand-made evaluations, its evaluation data, the seeds
+and run-config checks, the warm-start check, the aggregate over seeds, and (slow) the whole recipe at its
+smoke size over two seeds, which must write each seed's report with its verdict table and the aggregate."""
 
 import importlib.util
 import json
@@ -14,20 +14,24 @@ import pytest
 from omegaconf import OmegaConf
 
 from verl.data import shift_register as sr
+from verl.eval import paired
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "markovian_testbed"
 
 
 def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, RECIPE / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"testbed_{name}", RECIPE / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[f"testbed_{name}"] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
 
 report = load("report")
 lora_table = load("lora_table")
+run_config = load("run_config")
+aggregate = load("aggregate")
 
 
 def summary(
@@ -42,31 +46,63 @@ def summary(
     return {"config": {"sampling": {"n": 4}}, "runs": runs}
 
 
-def test_claim_a_compares_accuracy_at_b_against_095():
-    lc = summary("longcot", {512: (0.80, 0.0)})
-    text = "\n".join(report.claim_a(lc, summary("delethink", {512: (0.77, 0.0)}), 512))
-    assert "Delethink / LongCoT = 0.963 (target >= 0.95): **held**" in text
-    text = "\n".join(report.claim_a(lc, summary("delethink", {512: (0.70, 0.0)}), 512))
-    assert "Delethink / LongCoT = 0.875 (target >= 0.95): **not held**" in text
-    assert "not measured" in "\n".join(report.claim_a(lc, summary("delethink", {768: (0.7, 0)}), 512))
+def write_samples(root: Path, name: str, rows: list[dict]) -> None:
+    (root / "eval" / name).mkdir(parents=True, exist_ok=True)
+    (root / "eval" / name / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def scored(mode: str, scores: list[list[float]], budget: int = 256) -> list[dict]:
+    """Sample rows of one run: problem p's samples score scores[p]."""
+    return [sample(mode, budget, p, s) for p, row in enumerate(scores) for s in row]
+
+
+def test_heldout_gains_pair_by_problem_and_claim_a_is_the_accuracy_ratio(tmp_path):
+    warm_lc = [[1, 0], [0, 0], [1, 1], [0, 0]]  # per-problem 0.5, 0, 1, 0: accuracy 0.375
+    warm_dt = [[0, 0], [0, 0], [1, 1], [0, 0]]  # 0, 0, 1, 0: 0.25
+    write_samples(tmp_path, "heldout_sft", scored("longcot", warm_lc) + scored("delethink", warm_dt))
+    write_samples(tmp_path, "heldout_longcot_rl", scored("longcot", [[1, 1], [1, 0], [1, 1], [1, 0]]))
+    write_samples(tmp_path, "heldout_delethink_rl", scored("delethink", [[1, 1], [0, 0], [1, 1], [1, 0]]))
+    lines, verdicts = report.heldout_section(tmp_path, 256, 7)
+    text = "\n".join(lines)
+    by_key = {v.key: v for v in verdicts}
+    # LongCoT: differences 0.5, 0.5, 0, 0.5: gain 0.375, sd 0.25, standard error 0.125 -> 3 SE: held
+    assert "| LongCoT | 0.375 ± 0.239 | 0.750 ± 0.144 | +0.375 ± 0.125 |" in text
+    assert by_key["gain_longcot"].value == pytest.approx(0.375) and by_key["gain_longcot"].held
+    # Delethink: differences 1, 0, 0, 0.5: gain 0.375, sd 0.479, standard error 0.239 -> 1.6 SE: not held
+    assert by_key["gain_delethink"].value == pytest.approx(0.375) and not by_key["gain_delethink"].held
+    # (a): Delethink-RL 0.625 / LongCoT-RL 0.75 = 0.833 < 0.95
+    assert by_key["a"].value == pytest.approx(0.625 / 0.75) and by_key["a"].held is False
+    assert "(a) Delethink-RL / LongCoT-RL = 0.833 ±" in text and "**not held**" in text
+    assert (
+        "Markovian-ness probe: the warm start with Delethink inference / with LongCoT inference = 0.667"
+        in text
+    )
+    # no evaluation of the RL runs: not measured, not a crash
+    empty = tmp_path / "empty"
+    write_samples(empty, "heldout_sft", scored("longcot", warm_lc))
+    verdicts = {v.key: v for v in report.heldout_section(empty, 256, 7)[1]}
+    assert verdicts["a"].held is None and verdicts["gain_longcot"].measured.startswith("not measured")
 
 
 def test_claim_b_needs_a_rising_delethink_and_a_small_longcot_gain():
     dt = summary("delethink", {512: (0, 0.0), 768: (0, 0.2), 1024: (0, 0.4), 2048: (0, 0.1)})
     # Delethink +0.4 from B to 2B; LongCoT +0.1 < 0.5 * 0.4
     lc = summary("longcot", {512: (0, 0.0), 1024: (0, 0.1)})
-    text = "\n".join(report.claim_b(lc, dt, 512))
+    lines, verdict = report.claim_b(lc, dt, 512)
+    text = "\n".join(lines)
     assert "Delethink gains +0.400 (rising at every measured budget), LongCoT gains +0.100" in text
     assert "**held**" in text and "not held" not in text
+    assert verdict.held and verdict.value == pytest.approx(0.4)
     # LongCoT gains as much: not held
     lc = summary("longcot", {512: (0, 0.0), 1024: (0, 0.3)})
-    assert "**not held**" in "\n".join(report.claim_b(lc, dt, 512))
+    assert "**not held**" in "\n".join(report.claim_b(lc, dt, 512)[0])
     # Delethink dips between B and 2B: not rising, not held (past 2B it may fall: not part of the claim)
     dips = summary("delethink", {512: (0, 0.1), 768: (0, 0.05), 1024: (0, 0.4)})
     lc = summary("longcot", {512: (0, 0.0), 1024: (0, 0.0)})
-    text = "\n".join(report.claim_b(lc, dips, 512))
+    text = "\n".join(report.claim_b(lc, dips, 512)[0])
     assert "not rising" in text and "**not held**" in text
-    assert "not decided" in "\n".join(report.claim_b(lc, summary("delethink", {512: (0, 0)}), 512))
+    lines, verdict = report.claim_b(lc, summary("delethink", {512: (0, 0)}), 512)
+    assert "not decided" in "\n".join(lines) and verdict.held is None
 
 
 def timed(wall_s: float, thinking_tokens: int, update_s: float = 1.0) -> dict:
@@ -95,8 +131,14 @@ def test_claim_c_step_batch_rollout_and_per_token_growth():
     as_trained = {"budget": 512, "longcot": timed(4.0, 3000), "delethink": timed(4.4, 3100)}
     as_trained["delethink_over_longcot"] = 1.1
     timing = {"prompts": 16, "samples": 8, "repeats": 3, "rows": rows, "as_trained": as_trained}
-    lines, cost = report.claim_c({}, timing, 512, 128, 64)
+    lines, cost, verdicts = report.claim_c({}, timing, 512, 128, 64)
     text = "\n".join(lines)
+    by_key = {v.key: v for v in verdicts}
+    assert by_key["c_rollout"].held is None  # no RL runs given
+    assert by_key["c_crossover"].value == 2.0 and by_key["c_crossover"].held  # from 1024 = 2B
+    assert (
+        by_key["c_flat"].value == pytest.approx((27.034 / 20480) / (6.144 / 5120)) and by_key["c_flat"].held
+    )
     assert "| 512 | 7 | 5.12 | 6.14 | 1.20 | 1.000 | 1.200 | 0.50 (100 / 40) |" in text
     assert "Delethink 4.40 s (3100 thinking tokens), LongCoT 4.00 s (3000)" in text
     assert "Delethink / LongCoT = 1.10 (target < 1): **not held**" in text
@@ -191,20 +233,26 @@ def sample(mode: str, budget: int, problem: int, score: float) -> dict:
     return {"mode": mode, "thinking_budget": budget, "problem_index": problem, "score": score}
 
 
-def test_lora_table_accuracy_standard_error_and_paired_gain():
+def test_accuracy_standard_error_paired_gain_and_ratio():
     warm_rows = [sample("longcot", 256, p, s) for p, s in ((0, 1), (0, 1), (1, 0), (1, 1), (2, 0), (2, 0))]
     others = [sample("delethink", 256, 0, 0), sample("longcot", 512, 3, 1)]  # another run in the same file
-    warm = lora_table.problem_scores(warm_rows + others, "longcot", 256)
+    warm = paired.problem_scores(warm_rows + others, "longcot", 256)
     assert warm == {0: [1.0, 1.0], 1: [0.0, 1.0], 2: [0.0, 0.0]}
     # per-problem means 1, 0.5, 0: mean 0.5, standard deviation 0.5, standard error 0.5 / sqrt(3)
-    assert lora_table.accuracy(warm) == pytest.approx((0.5, 0.5 / math.sqrt(3)))
+    assert paired.accuracy(warm) == pytest.approx((0.5, 0.5 / math.sqrt(3)))
     run = {0: [1.0, 1.0], 1: [1.0, 1.0], 2: [0.0, 1.0]}
     # differences 0, 0.5, 0.5: mean 1/3, standard deviation sqrt(1/12), standard error 1/6
-    assert lora_table.paired_gain(run, warm) == pytest.approx((1 / 3, 1 / 6))
-    assert lora_table.fmt(lora_table.paired_gain(run, warm), signed=True) == "+0.333 ± 0.167"
+    assert paired.paired_gain(run, warm) == pytest.approx((1 / 3, 1 / 6))
+    assert paired.fmt(paired.paired_gain(run, warm), signed=True) == "+0.333 ± 0.167"
     with pytest.raises(ValueError, match="different problems: 2 against 3"):
-        lora_table.paired_gain({0: [1.0], 1: [1.0]}, warm)
-    assert math.isnan(lora_table.mean_and_standard_error([1.0])[1])
+        paired.paired_gain({0: [1.0], 1: [1.0]}, warm)
+    assert math.isnan(paired.mean_and_standard_error([1.0])[1])
+    # the ratio of accuracies (2.5 / 1.5 correct problem-means), its bootstrap spread positive; a run
+    # against itself is 1 with no spread, whatever problems the bootstrap draws
+    ratio, spread = paired.paired_ratio(run, warm)
+    assert ratio == pytest.approx(2.5 / 1.5) and spread > 0
+    assert paired.paired_ratio(run, run) == (1.0, 0.0)
+    assert all(math.isnan(x) for x in paired.paired_ratio(run, {p: [0.0] for p in run}))
 
 
 def test_lora_table_reads_a_heldout_evaluation_and_none_where_it_was_not_run(tmp_path):
@@ -232,46 +280,93 @@ def test_lora_table_labels_a_run_by_its_saved_config(tmp_path):
         lora_table.root_label(tmp_path / "empty")
 
 
-@pytest.mark.slow
-def test_the_recipe_at_smoke_size_writes_every_table(tmp_path):
-    """The recipe's plumbing, stage to stage. Its RL runs take the one-process launcher: the Ray path is
-    the same run (tests/test_local_launcher.py) and is run end to end in tests/test_e2e_tiny.py."""
-    env = {**os.environ, "SIZE": "smoke", "OUT": str(tmp_path / "out"), "PYTHON": sys.executable,
-           "SFT_ARGS": "train.check_every=3"}  # fmt: skip
-    result = subprocess.run(
-        ["bash", str(RECIPE / "run.sh"), "trainer.logger=[console,jsonl]", "trainer.launcher=local"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
+def run_recipe(tmp_path: Path, *overrides: str, **env: str) -> subprocess.CompletedProcess:
+    """run.sh at smoke size into tmp_path/out, its RL runs in one process (the Ray path is the same run:
+    tests/test_local_launcher.py, and is run end to end in tests/test_e2e_tiny.py)."""
+    env = {**os.environ, "SIZE": "smoke", "OUT": str(tmp_path / "out"), "PYTHON": sys.executable, **env}
+    command = ["bash", str(RECIPE / "run.sh"), "trainer.logger=[console,jsonl]", "trainer.launcher=local"]
+    return subprocess.run(
+        [*command, *overrides], cwd=REPO, env=env, capture_output=True, text=True, timeout=1200
     )
+
+
+@pytest.mark.slow
+def test_the_recipe_over_two_seeds_at_smoke_size_writes_every_table(tmp_path):
+    """The recipe's plumbing, stage to stage, and the seeds command around it."""
+    result = run_recipe(tmp_path, SEEDS="1 2", SFT_ARGS="train.check_every=3")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert OmegaConf.load(tmp_path / "out" / "sft" / "sft_config.yaml").train.check_every == 3  # SFT_ARGS
-    text = (tmp_path / "out" / "report.md").read_text()
-    for heading in (
-        "## Markovian-ness probe of the warm start",
-        "## (a) accuracy at the training budget B = 128",
-        "## (b) accuracy vs thinking budget on problems longer than B = 128",
-        "## (c) training cost",
-        "Rollout per step, Delethink / LongCoT =",
-        "per-token time at 256 / at 128",
-        "budgets at which Delethink's rollout is the cheaper one",
-        "### The cost curve: one trajectory, LongCoT against Delethink",
-        "On this machine Delethink's whole step (rollout + update) per trajectory is the cheaper one",
-    ):
-        assert heading in text, heading
-    for png in ("accuracy_vs_budget.png", "cost.png", "crossover.png", "training_curves.png"):
-        assert (tmp_path / "out" / png).stat().st_size > 0
-    # the timing runs ignore end-of-sequence: every sample wrote its whole budget
-    timing = json.loads((tmp_path / "out" / "eval" / "timing.json").read_text())
-    assert [r["budget"] for r in timing["rows"]] == [128, 256]  # B and 2B at smoke size
-    for r in timing["rows"]:
-        for mode in ("longcot", "delethink"):
-            assert r[mode]["thinking_tokens"] == r["budget"] * timing["prompts"] * timing["samples"], mode
-            # each rollout was followed by its update: the batch's training rows went through the actor
-            assert r[mode]["update_s"] > 0 and r[mode]["train_tokens"] >= r[mode]["thinking_tokens"]
-            assert r[mode]["step_s"] == pytest.approx(r[mode]["wall_s"] + r[mode]["update_s"])
+    out = tmp_path / "out"
+    for seed in (1, 2):
+        run = out / f"seed_{seed}"
+        sft = OmegaConf.load(run / "sft" / "sft_config.yaml").train
+        assert (sft.check_every, sft.seed) == (3, seed)  # SFT_ARGS, and the seed
+        assert OmegaConf.load(run / "longcot" / ".hydra" / "config.yaml").trainer.seed == seed
+        text = (run / "report.md").read_text()
+        # the verdict table opens the report
+        assert text.splitlines()[4] == "| claim | target | measured | verdict |"
+        for heading in (
+            "| the warm start learned the task (held-out T = 1 accuracy) |",
+            "| LongCoT-RL gains over its own warm start (held-out accuracy at B) |",
+            "| (a) Delethink-RL's accuracy at B, against LongCoT-RL's |",
+            "## RL against its warm start, and (a): held-out problems of the trained sizes at B = 128",
+            "Markovian-ness probe: the warm start with Delethink inference",
+            "## (b) accuracy vs thinking budget on problems longer than B = 128",
+            "## (c) training cost",
+            "Rollout per step, Delethink / LongCoT =",
+            "per-token time at 256 / at 128",
+            "budgets at which Delethink's rollout is the cheaper one",
+            "### The cost curve: one trajectory, LongCoT against Delethink",
+            "On this machine Delethink's whole step (rollout + update) per trajectory is the cheaper one",
+        ):
+            assert heading in text, heading
+        keys = [v["key"] for v in json.loads((run / "verdicts.json").read_text())]
+        assert keys == [
+            "warm_start",
+            "gain_longcot",
+            "gain_delethink",
+            "a",
+            "b",
+            "c_rollout",
+            "c_crossover",
+            "c_flat",
+        ]
+        for png in ("accuracy_vs_budget.png", "cost.png", "crossover.png", "training_curves.png"):
+            assert (run / png).stat().st_size > 0
+        # the timing runs ignore end-of-sequence: every sample wrote its whole budget
+        timing = json.loads((run / "eval" / "timing.json").read_text())
+        assert [r["budget"] for r in timing["rows"]] == [128, 256]  # B and 2B at smoke size
+        for r in timing["rows"]:
+            for mode in ("longcot", "delethink"):
+                assert r[mode]["thinking_tokens"] == r["budget"] * timing["prompts"] * timing["samples"], mode
+                # each rollout was followed by its update: the batch's training rows went through the actor
+                assert r[mode]["update_s"] > 0 and r[mode]["train_tokens"] >= r[mode]["thinking_tokens"]
+                assert r[mode]["step_s"] == pytest.approx(r[mode]["wall_s"] + r[mode]["update_s"])
+    text = (out / "aggregate.md").read_text()
+    assert "| the warm start reached its target | >= 0.0 |" in text and "| 2 of 2 |" in text
+    assert "| (a) Delethink-RL's accuracy at B, against LongCoT-RL's | >= 0.95x |" in text
+    assert text in result.stdout  # printed as well
+    # the same call again finds every stage done; another STEPS is refused before any stage runs
+    again = run_recipe(tmp_path, SEEDS="1 2", SFT_ARGS="train.check_every=3")
+    assert again.returncode == 0 and "== 2/4 RL" in again.stdout and "sft:" not in again.stderr
+    changed = run_recipe(tmp_path, SEEDS="1 2", SFT_ARGS="train.check_every=3", STEPS="2")
+    assert changed.returncode == 2 and "STEPS was '1', now '2'" in changed.stderr
+    assert "==== seed" not in changed.stdout
+
+
+def test_bad_seeds_stop_the_recipe_before_any_stage(tmp_path):
+    for seeds in ("", "1 x", "2 2"):
+        result = run_recipe(tmp_path, SEEDS=seeds)
+        assert result.returncode == 2 and result.stderr.startswith("run.sh: SEEDS"), result.stderr
+        assert result.stderr.count("\n") == 1 and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_warm_start_below_its_target_stops_the_recipe_before_rl(tmp_path):
+    result = run_recipe(tmp_path, SFT_ARGS="train.stop_at_accuracy=1.0")  # 4 steps never solve them all
+    assert result.returncode == 1
+    assert "below its target 1.0 (train.stop_at_accuracy)" in result.stderr.splitlines()[-1]
+    assert "warm start (seed 1)" in result.stderr.splitlines()[-1]
+    assert (tmp_path / "out" / "sft").is_dir() and not (tmp_path / "out" / "longcot").exists()
 
 
 def test_timing_chunks_give_delethink_exactly_the_budget():
@@ -308,3 +403,81 @@ def test_the_update_profile_runs_both_environments_on_the_tiny_model(tiny_assets
     # Delethink's rows repeat the question and the carry-over in every chunk: more tokens than LongCoT's
     assert result["delethink"]["train_tokens"] > result["longcot"]["train_tokens"]
     assert "matmul + attention" in capsys.readouterr().out
+
+
+def test_seeds_must_be_distinct_integers():
+    assert run_config.parse_seeds(" 1 2\t30 ") == [1, 2, 30]
+    for text, message in (
+        ("", "SEEDS is empty"),
+        ("1 two 3", "'two' is not an integer >= 0"),
+        ("1 -2", "'-2' is not an integer >= 0"),
+        ("1 2 1", "seed 1 is given more than once"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            run_config.parse_seeds(text)
+
+
+def test_a_run_directory_continues_only_with_the_settings_that_started_it(tmp_path):
+    run_config.check(tmp_path / "out", {"SIZE": "demo", "STEPS": "20"}, force=False)
+    run_config.check(tmp_path / "out", {"SIZE": "demo", "STEPS": "20"}, force=False)  # the same: fine
+    with pytest.raises(ValueError, match="STEPS was '20', now '40'"):
+        run_config.check(tmp_path / "out", {"SIZE": "demo", "STEPS": "40"}, force=False)
+    with pytest.raises(ValueError, match="SFT_ARGS was '', now 'train.lr=1e-4'"):
+        run_config.check(
+            tmp_path / "out", {"SIZE": "demo", "STEPS": "20", "SFT_ARGS": "train.lr=1e-4"}, False
+        )
+    run_config.check(tmp_path / "out", {"SIZE": "demo", "STEPS": "40"}, force=True)  # FORCE=1 records it
+    assert json.loads((tmp_path / "out" / run_config.CONFIG_FILE).read_text())["STEPS"] == "40"
+
+
+def fake_warm_start(sft_dir: Path, seed: int, target: float | None, checks: list[tuple[int, float]]) -> None:
+    sft_dir.mkdir(parents=True)
+    steps = checks[-1][0] if checks else 3
+    metrics = {"losses": [0.1] * steps, "checks": [{"step": s, "accuracy": a} for s, a in checks]}
+    (sft_dir / "sft_metrics.json").write_text(json.dumps(metrics))
+    (sft_dir / "sft_config.yaml").write_text(
+        OmegaConf.to_yaml({"train": {"seed": seed, "stop_at_accuracy": target}})
+    )
+
+
+def test_the_warm_start_check_passes_a_warm_start_at_its_target_and_stops_one_below(tmp_path):
+    fake_warm_start(tmp_path / "good", 3, 0.5, [(50, 0.0), (100, 0.25), (150, 0.625)])
+    fake_warm_start(tmp_path / "stuck", 7, 0.5, [(50, 0.0), (100, 0.062), (150, 0.031)])
+    script = RECIPE / "warm_start.py"
+    good = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "good")], capture_output=True, text=True
+    )
+    assert good.returncode == 0
+    assert "0.000@50, 0.250@100, 0.625@150; reached its target 0.5 in 150 steps" in good.stdout
+    stuck = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "stuck")], capture_output=True, text=True
+    )
+    assert stuck.returncode == 1 and stuck.stdout == ""
+    assert stuck.stderr.count("\n") == 1  # one line
+    assert "warm start (seed 7)" in stuck.stderr
+    assert "it reached 0.062 in 150 steps, below its target 0.5 (train.stop_at_accuracy)" in stuck.stderr
+
+
+def test_aggregate_over_seeds_counts_where_each_claim_held(tmp_path):
+    def verdict(key: str, value: float | None, held: bool | None) -> dict:
+        return {"key": key, "claim": f"claim {key}", "target": ">= 0.95x", "measured": f"{value}x",
+                "value": value, "held": held}  # fmt: skip
+
+    for seed, a, gain in ((1, 0.9, 0.05), (2, 1.1, 0.03)):
+        fake_warm_start(tmp_path / f"seed_{seed}" / "sft", seed, 0.5, [(50, 0.2), (100, 0.6)])
+        verdicts = [verdict("a", a, a >= 0.95), verdict("gain_longcot", gain, True), verdict("b", None, None),
+                    verdict("c_rollout", math.nan if seed == 1 else 0.8, seed != 1)]  # fmt: skip
+        (tmp_path / f"seed_{seed}" / "verdicts.json").write_text(json.dumps(verdicts))
+    # seed 3 stopped at its warm start: no report
+    fake_warm_start(tmp_path / "seed_3" / "sft", 3, 0.5, [(50, 0.0), (100, 0.1)])
+    text = aggregate.aggregate(tmp_path, [1, 2, 3])
+    # (a): 0.9 and 1.1 -> mean 1.0, sd 0.141; held in seed 2 only, seed 3 not measured
+    assert "| claim a | >= 0.95x | 1.000 ± 0.141 | 1 of 2 (1 not measured) |" in text
+    assert "| claim b | >= 0.95x | - | 0 of 0 (3 not measured) |" in text
+    assert (
+        "| claim c_rollout | >= 0.95x | 0.800 (one seed) | 1 of 2 (1 not measured) |" in text
+    )  # nan left out
+    # the warm start: best accuracies 0.6, 0.6, 0.1 -> mean 0.433, sd 0.289; reached in 2 of 3
+    assert "| the warm start reached its target | >= 0.5 | 0.433 ± 0.289 | 2 of 3 |" in text
+    assert "| 3 | 0.000@50, 0.100@100 | **no** (0.5) |" in text
+    assert "| claim a | 0.9x (**not held**) | 1.1x (held) | - |" in text

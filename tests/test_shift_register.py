@@ -131,3 +131,15 @@ def test_dataset_cli_refuses_bad_ranges(tmp_path, capsys):
         sr.main(["--out", str(tmp_path), "--min-steps", "40", "--max-steps", "10"])
     assert "min_steps <= max_steps" in capsys.readouterr().err
     assert not (tmp_path / "train.jsonl").exists()
+
+
+def test_zero_rich_starts_keep_the_uniform_stream_at_zero_probability():
+    # zero_prob 0 draws exactly what a plain start draws, so earlier data streams are unchanged
+    plain, zero = random.Random(5), random.Random(5)
+    uniform = [sr.make_problem(plain, 3) for _ in range(20)]
+    assert uniform == [sr.make_problem(zero, 3, 0.0) for _ in range(20)]
+    rng = random.Random(0)
+    assert {sr.make_problem(rng, 2, 1.0).question for _ in range(5)} == {"0000 n=002"}  # all zeros
+    # at 0.5 each start digit is 0 with probability 0.5 + 0.5 / 10
+    starts = [sr.make_problem(rng, 1, 0.5).question[:4] for _ in range(4000)]
+    assert sum(d == "0" for s in starts for d in s) / 16000 == pytest.approx(0.55, abs=0.02)

@@ -16,45 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from verl.eval.paired import Scores, accuracy, fmt, paired_gain, problem_scores
 from verl.utils.fs import atomic_write_text, read_jsonl
 
 ENVIRONMENTS = {"longcot": "LongCoT", "delethink": "Delethink"}
-
-
-def problem_scores(samples: Iterable[dict], mode: str, budget: int) -> dict[int, list[float]]:
-    """Each problem's sample scores in the `mode` run at thinking budget `budget` of a samples.jsonl."""
-    scores: dict[int, list[float]] = defaultdict(list)
-    for s in samples:
-        if s["mode"] == mode and s["thinking_budget"] == budget:
-            scores[s["problem_index"]].append(float(s["score"]))
-    return dict(scores)
-
-
-def mean_and_standard_error(values: Sequence[float]) -> tuple[float, float]:
-    """The mean and its standard error (sample standard deviation over sqrt(n); nan below two values)."""
-    mean = statistics.fmean(values)
-    return mean, statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
-
-
-def accuracy(scores: dict[int, list[float]]) -> tuple[float, float]:
-    """Accuracy over problems (each problem's mean over its samples, so every problem weighs the same) and
-    its standard error over problems: it counts the spread of difficulty, not only the sampling noise."""
-    return mean_and_standard_error([statistics.fmean(s) for s in scores.values()])
-
-
-def paired_gain(run: dict[int, list[float]], base: dict[int, list[float]]) -> tuple[float, float]:
-    """Mean and standard error of the per-problem accuracy differences run - base (same problems)."""
-    if run.keys() != base.keys():
-        raise ValueError(f"different problems: {len(run)} against {len(base)}")
-    return mean_and_standard_error([statistics.fmean(run[p]) - statistics.fmean(base[p]) for p in run])
 
 
 def run_label(run_dir: Path) -> str:
@@ -82,7 +52,7 @@ def update_seconds(run_dir: Path) -> str:
     return f"{statistics.median(times):.2f} s" if times else "-"
 
 
-def heldout(root: Path, name: str, mode: str, budget: int) -> dict[int, list[float]] | None:
+def heldout(root: Path, name: str, mode: str, budget: int) -> Scores | None:
     """Scores by problem of one held-out evaluation; None if it was not run (a sweep point cut short)."""
     path = root / "eval" / name / "samples.jsonl"
     if not path.is_file():
@@ -91,10 +61,6 @@ def heldout(root: Path, name: str, mode: str, budget: int) -> dict[int, list[flo
     if not scores:
         raise SystemExit(f"{path}: no {mode} samples at budget {budget}")
     return scores
-
-
-def fmt(value: tuple[float, float], signed: bool = False) -> str:
-    return f"{value[0]:{'+' if signed else ''}.3f} ± {value[1]:.3f}"
 
 
 def main() -> None:

@@ -1,43 +1,69 @@
-"""The Markovian testbed report: the paper's three claims, measured, as tables (markdown) and PNGs.
+"""The Markovian testbed report: a verdict table first (each claim, its target, what was measured with its
+spread, held or not), then the plots, then the tables each verdict was decided on.
 
     python recipes/markovian_testbed/report.py --root outputs/markovian_testbed --budget 512 \\
-        --chunk 128 --carry 64
+        --chunk 128 --carry 64 --chunks 7
 
-Reads ROOT/{longcot,delethink}/ (the two RL runs: metrics.jsonl, rollouts/) and ROOT/eval/*/summary.json
-(written by verl.trainer.main_eval) and ROOT/eval/timing.json, and writes ROOT/report.md,
-ROOT/accuracy_vs_budget.png and ROOT/cost.png. Each claim is checked against its target and printed as
-held / not held, with the numbers it was decided on: nothing is decided here that the measurements do not say.
+Reads ROOT/sft/ (the warm start and its accuracy checks), ROOT/{longcot,delethink}/ (the two RL runs:
+metrics.jsonl, rollouts/), ROOT/eval/*/ (main_eval's summary.json and samples.jsonl) and
+ROOT/eval/timing.json, and writes ROOT/report.md, ROOT/verdicts.json (what aggregate.py reads over seeds),
+ROOT/accuracy_vs_budget.png and ROOT/cost.png. Nothing is decided here that the measurements do not say.
 
-- (a) accuracy at the training budget B on held-out problems of the trained sizes;
+- the warm start reached its target accuracy (warm_start.py stops the recipe when it did not);
+- RL gains over its own warm start, in each environment: held-out accuracy at B, the same problems and
+  sample seeds before and after, the gain paired by problem and held if above two standard errors;
+- (a) Delethink-RL's held-out accuracy at B against LongCoT-RL's, with a bootstrap standard error;
 - (b) accuracy vs thinking budget on problems whose reference thinking is longer than B;
 - (c) cost: rollout and update time per RL step, estimated FLOPs, and the rollout and update of one
   step-sized batch at budgets B..8B for both trained models (ROOT/eval/timing.json, from
   time_rollouts.py): seconds, seconds per thinking token, and the cost per trajectory with the budget
-  from which Delethink is the cheaper one (ROOT/crossover.png);
-- the Markovian-ness probe of the warm start (Delethink inference vs LongCoT inference at B).
+  from which Delethink is the cheaper one (ROOT/crossover.png).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from transformers import AutoConfig, AutoTokenizer
 
+from verl.eval.paired import Scores, accuracy, fmt, paired_gain, paired_ratio, problem_scores
 from verl.eval.plot import save_figure
 from verl.tools.cost_model import logged_run_flops, qwen2_dims
+from verl.trainer.sft import outcome
 from verl.utils.fs import atomic_write_text, read_jsonl
 
 TRAINED = "synthetic/shift_register/trained"  # eval rows of the RL training sizes (make_eval_data.py)
 PAST_B = "synthetic/shift_register/past_budget"  # eval rows whose reference thinking is longer than B
 
-# the issue's targets, as numbers the report compares against
+# the targets, as numbers the report compares against
+TARGET_GAIN_SE = 2.0  # an RL gain over the warm start is more than noise above this many standard errors
 TARGET_A_RATIO = 0.95  # Delethink-RL accuracy at B >= this x LongCoT-RL's
 TARGET_B_LONGCOT_SHARE = 0.5  # LongCoT's gain from B to 2B < this x Delethink's
-TARGET_C_FLAT = 1.2  # Delethink's per-token rollout time at 4B / at B <= this
+TARGET_C_ROLLOUT = 1.0  # Delethink's rollout per RL step <= this x LongCoT's
+TARGET_C_FLAT = 1.2  # Delethink's per-token rollout time at the largest budget / at B <= this
+
+ENVIRONMENTS = {"longcot": "LongCoT", "delethink": "Delethink"}
+
+
+@dataclass
+class Verdict:
+    """One row of the verdict table, and what aggregate.py averages over seeds."""
+
+    key: str  # the claim's name in verdicts.json, the same in every run
+    claim: str
+    target: str
+    measured: str  # the number and its spread, as printed
+    value: float | None = None  # the number the verdict was decided on; None: not measured
+    held: bool | None = None  # None: not measured here
+
+
+def not_measured(key: str, claim: str, target: str, why: str) -> Verdict:
+    return Verdict(key, claim, target, f"not measured: {why}")
 
 
 def load_summary(root: Path, name: str) -> dict[str, Any] | None:
@@ -102,28 +128,9 @@ def verdict(held: bool) -> str:
     return "**held**" if held else "**not held**"
 
 
-def claim_a(lc: dict[str, Any], dt: dict[str, Any], budget: int) -> list[str]:
-    lc_acc = accuracy_by_budget(lc, "longcot", TRAINED).get(budget)
-    dt_acc = accuracy_by_budget(dt, "delethink", TRAINED).get(budget)
-    lines = [
-        f"## (a) accuracy at the training budget B = {budget} (held-out problems of the trained sizes)",
-        "",
-    ]
-    if lc_acc is None or dt_acc is None:
-        return lines + [f"not measured: no evaluation at budget {budget} in both sweeps", ""]
-    ratio = dt_acc / lc_acc if lc_acc > 0 else float("nan")
-    return lines + [
-        f"| run | {metric_name(lc)} |",
-        "|---|---|",
-        f"| LongCoT-RL, LongCoT inference | {lc_acc:.3f} |",
-        f"| Delethink-RL, Delethink inference | {dt_acc:.3f} |",
-        "",
-        f"Delethink / LongCoT = {ratio:.3f} (target >= {TARGET_A_RATIO}): {verdict(ratio >= TARGET_A_RATIO)}",
-        "",
-    ]
-
-
-def claim_b(lc: dict[str, Any], dt: dict[str, Any], budget: int) -> list[str]:
+def claim_b(lc: dict[str, Any], dt: dict[str, Any], budget: int) -> tuple[list[str], Verdict]:
+    key, claim = "b", "(b) past B, from B to 2B: more chunks help Delethink, a longer budget not LongCoT"
+    target = f"Delethink rises, LongCoT gains < {TARGET_B_LONGCOT_SHARE} x Delethink's gain"
     lc_acc = accuracy_by_budget(lc, "longcot", PAST_B)
     dt_acc = accuracy_by_budget(dt, "delethink", PAST_B)
     lines = [f"## (b) accuracy vs thinking budget on problems longer than B = {budget}", ""]
@@ -135,18 +142,20 @@ def claim_b(lc: dict[str, Any], dt: dict[str, Any], budget: int) -> list[str]:
     lines.append("")
     twice = 2 * budget
     if not {budget, twice} <= set(lc_acc) & set(dt_acc):
-        return lines + [f"not decided: both sweeps need budgets {budget} and {twice}", ""]
+        why = f"both sweeps need budgets {budget} and {twice}"
+        return lines + [f"not decided: {why}", ""], not_measured(key, claim, target, why)
     dt_points = [dt_acc[b] for b in sorted(dt_acc) if budget <= b <= twice]
     dt_rises = dt_acc[twice] > dt_acc[budget]
     dt_rises = dt_rises and all(b >= a for a, b in zip(dt_points, dt_points[1:], strict=False))
     dt_gain, lc_gain = dt_acc[twice] - dt_acc[budget], lc_acc[twice] - lc_acc[budget]
     held = dt_rises and lc_gain < TARGET_B_LONGCOT_SHARE * dt_gain
+    measured = f"Delethink {dt_gain:+.3f} ({'rising' if dt_rises else 'not rising'}), LongCoT {lc_gain:+.3f}"
     return lines + [
         f"From B to 2B: Delethink gains {dt_gain:+.3f} ({'rising' if dt_rises else 'not rising'} at every "
         f"measured budget), LongCoT gains {lc_gain:+.3f} (target: Delethink rises and LongCoT gains < "
         f"{TARGET_B_LONGCOT_SHARE} x Delethink's gain): {verdict(held)}",
         "",
-    ]
+    ], Verdict(key, claim, target, measured, dt_gain, held)
 
 
 def median_of(records: list[dict[str, Any]], key: str) -> float:
@@ -183,11 +192,24 @@ def cost_curve(rows: list[dict[str, Any]]) -> list[str]:
     return lines + ["", crossover_sentence(rows), "", "![crossover](crossover.png)", ""]
 
 
+def rollout_ratio_per_step(records: dict[str, list[dict[str, Any]]]) -> list[float]:
+    """Delethink / LongCoT rollout time at each RL step both runs logged: same seed, so the same prompts."""
+    gen = {
+        mode: {r["step"]: r["timing/gen_s"] for r in recs if "timing/gen_s" in r}
+        for mode, recs in records.items()
+    }
+    steps = sorted(set(gen["longcot"]) & set(gen["delethink"]))
+    return [gen["delethink"][s] / gen["longcot"][s] for s in steps]
+
+
 def claim_c(
     run_dirs: dict[str, Path], timing: dict[str, Any] | None, budget: int, chunk: int, carry: int
-) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
+) -> tuple[list[str], dict[str, list[dict[str, Any]]], list[Verdict]]:
     lines = ["## (c) training cost", ""]
     records = {mode: read_jsonl(d / "metrics.jsonl") for mode, d in run_dirs.items()}
+    verdicts = []
+    rollout_claim = "(c) Delethink's rollout per RL step, against LongCoT's (in training)"
+    rollout_target = f"<= {TARGET_C_ROLLOUT}x"
     if run_dirs:
         hf_dir = sorted(next(iter(run_dirs.values())).glob("global_step_*/actor/huggingface"))[-1]
         dims = qwen2_dims(AutoConfig.from_pretrained(hf_dir))
@@ -213,19 +235,31 @@ def claim_c(
                 f"{np.median(update):.2f} | {median_of(recs, 'timing/step_s'):.2f} | "
                 f"{median_of(recs, 'train/thinking_tokens_mean'):.0f} | {flops:.3e} |"
             )
-        if {"longcot", "delethink"} <= set(records):
-            lc_gen, dt_gen = (
-                median_of(records["longcot"], "timing/gen_s"),
-                median_of(records["delethink"], "timing/gen_s"),
-            )
+        ratios = rollout_ratio_per_step(records) if {"longcot", "delethink"} <= set(records) else []
+        if ratios:
+            median = float(np.median(ratios))
+            low, high = np.percentile(ratios, [25, 75])
+            held = median <= TARGET_C_ROLLOUT
             lines += [
                 "",
-                f"Rollout per step, Delethink / LongCoT = {dt_gen / lc_gen:.2f} (target < 1, same run, same "
-                f"machine): {verdict(dt_gen < lc_gen)}",
+                f"Rollout per step, Delethink / LongCoT = {median:.2f} (median over {len(ratios)} steps, "
+                f"each step's two rollouts on the same prompts; quartiles {low:.2f}-{high:.2f}; target "
+                f"{rollout_target}): {verdict(held)}",
             ]
+            measured = f"{median:.2f}x (quartiles {low:.2f}-{high:.2f} over {len(ratios)} steps)"
+            verdicts.append(Verdict("c_rollout", rollout_claim, rollout_target, measured, median, held))
         lines.append("")
+    if not verdicts:
+        verdicts.append(not_measured("c_rollout", rollout_claim, rollout_target, "no pair of RL runs"))
+    crossover_claim = "(c) the budget from which Delethink's whole RL step per trajectory is the cheaper"
+    flat_claim = "(c) Delethink's rollout time per token stays flat as the budget grows, LongCoT's grows"
+    flat_target = f"Delethink <= {TARGET_C_FLAT}x, LongCoT more"
     if timing is None:
-        return lines + ["![cost](cost.png)", ""], {"records": records, "timing": []}
+        verdicts += [
+            not_measured("c_crossover", crossover_claim, "within the measured budgets", "no timing stage"),
+            not_measured("c_flat", flat_claim, flat_target, "no timing stage"),
+        ]
+        return lines + ["![cost](cost.png)", ""], {"records": records, "timing": []}, verdicts
     rows = timing["rows"]
     lines += [
         f"Rollout of one RL-step-sized batch ({timing['prompts']} problems x {timing['samples']} samples) at "
@@ -245,6 +279,21 @@ def claim_c(
             f"{dt['reused_prompt_tokens']}) |"
         )
     lines += cost_curve(rows)
+    if timed_updates(rows):
+        step = crossover(rows, "step_delethink_over_longcot")
+        last = rows[-1]
+        at_last = f"{last['step_delethink_over_longcot']:.2f}x at {last['budget']}"
+        measured = f"from {step} = {step / budget:g}B ({at_last})" if step else f"none measured ({at_last})"
+        verdicts.append(
+            Verdict(
+                "c_crossover", crossover_claim, "within the measured budgets", measured,
+                None if step is None else step / budget, step is not None,
+            )
+        )  # fmt: skip
+    else:
+        verdicts.append(
+            not_measured("c_crossover", crossover_claim, "within the measured budgets", "old timing.json")
+        )
     trained = timing["as_trained"]
     lc, dt, ratio = trained["longcot"], trained["delethink"], trained["delethink_over_longcot"]
     lines.append(
@@ -268,8 +317,15 @@ def claim_c(
             f"- target: Delethink flat within {TARGET_C_FLAT}x, LongCoT growing (> 1x) and faster than "
             f"Delethink: {verdict(held)}"
         )
+        measured = (
+            f"Delethink {growth['delethink']:.2f}x, LongCoT {growth['longcot']:.2f}x from {first['budget']} "
+            f"to {last['budget']}"
+        )
+        verdicts.append(Verdict("c_flat", flat_claim, flat_target, measured, growth["delethink"], held))
+    else:
+        verdicts.append(not_measured("c_flat", flat_claim, flat_target, "one budget timed"))
     lines.append("")
-    return lines + ["![cost](cost.png)", ""], {"records": records, "timing": rows}
+    return lines + ["![cost](cost.png)", ""], {"records": records, "timing": rows}, verdicts
 
 
 def plot(root: Path, lc: dict | None, dt: dict | None, budget: int, cost: dict[str, Any]) -> None:
@@ -340,17 +396,91 @@ def plot_crossover(root: Path, rows: list[dict[str, Any]]) -> None:
     save_figure(fig, root / "crossover.png")
 
 
-def probe_section(probe: dict[str, Any]) -> list[str]:
-    metric = metric_name(probe)
+def warm_start_verdict(root: Path) -> Verdict:
+    key, claim = "warm_start", "the warm start learned the task (held-out T = 1 accuracy)"
+    if not (root / "sft" / "sft_metrics.json").is_file():
+        return not_measured(key, claim, "its train.stop_at_accuracy", "no warm start")
+    warm = outcome.read(root / "sft")
+    target = "no target" if warm.target is None else f">= {warm.target}"
+    if not warm.checks:
+        return Verdict(key, claim, target, f"no accuracy checks in {warm.steps} steps", None, warm.reached)
+    step, acc = next(
+        ((s, a) for s, a in warm.checks if warm.target is None or a >= warm.target), warm.checks[-1]
+    )
+    return Verdict(
+        key, claim, target, f"{acc:.3f} at SFT step {step} of {warm.steps}", warm.best, warm.reached
+    )
+
+
+def heldout_scores(root: Path, name: str, mode: str, budget: int) -> Scores | None:
+    """Scores by problem of one held-out evaluation at B; None if it was not run."""
+    path = root / "eval" / name / "samples.jsonl"
+    if not path.is_file():
+        return None
+    return problem_scores(read_jsonl(path), mode, budget) or None
+
+
+def heldout_section(root: Path, budget: int, chunks: int) -> tuple[list[str], list[Verdict]]:
+    """RL against its own warm start in each environment, and (a), on the held-out problems at B."""
+    warm = {mode: heldout_scores(root, "heldout_sft", mode, budget) for mode in ENVIRONMENTS}
+    rl = {mode: heldout_scores(root, f"heldout_{mode}_rl", mode, budget) for mode in ENVIRONMENTS}
     lines = [
-        "## Markovian-ness probe of the warm start (same total budget)",
+        f"## RL against its warm start, and (a): held-out problems of the trained sizes at B = {budget}",
         "",
-        f"| thinking budget | LongCoT {metric} | Delethink {metric} | ratio |",
-        "|---|---|---|---|",
     ]
-    for p in probe["probe"]:
-        ratio = p["delethink"] / p["longcot"] if p["longcot"] > 0 else float("nan")
-        lines.append(f"| {p['thinking_budget']} | {p['longcot']:.3f} | {p['delethink']:.3f} | {ratio:.3f} |")
+    verdicts = []
+    gain_target = f"> {TARGET_GAIN_SE:g} standard errors"
+    any_scores = next((s for s in (*warm.values(), *rl.values()) if s), None)
+    if any_scores:
+        lines += [
+            f"{len(any_scores)} problems x {len(next(iter(any_scores.values())))} samples at T = 1, the same "
+            "problems and sample seeds in every evaluation; accuracy ± one standard error over problems; the "
+            "gain is paired by problem. Delethink inference: "
+            f"I = {chunks} chunks, the same total budget.",
+            "",
+            "| environment | warm start | after RL | gain (paired) |",
+            "|---|---|---|---|",
+        ]
+    for mode, label in ENVIRONMENTS.items():
+        claim = f"{label}-RL gains over its own warm start (held-out accuracy at B)"
+        if warm[mode] is None or rl[mode] is None:
+            verdicts.append(not_measured(f"gain_{mode}", claim, gain_target, "no held-out evaluation"))
+            continue
+        gain = paired_gain(rl[mode], warm[mode])
+        lines.append(
+            f"| {label} | {fmt(accuracy(warm[mode]))} | {fmt(accuracy(rl[mode]))} | {fmt(gain, True)} |"
+        )
+        held = gain[0] > TARGET_GAIN_SE * gain[1]
+        measured = f"{fmt(gain, True)} ({accuracy(warm[mode])[0]:.3f} -> {accuracy(rl[mode])[0]:.3f})"
+        verdicts.append(Verdict(f"gain_{mode}", claim, gain_target, measured, gain[0], held))
+    lines.append("")
+    a_claim, a_target = "(a) Delethink-RL's accuracy at B, against LongCoT-RL's", f">= {TARGET_A_RATIO}x"
+    if rl["longcot"] and rl["delethink"]:
+        ratio = paired_ratio(rl["delethink"], rl["longcot"])
+        held = ratio[0] >= TARGET_A_RATIO
+        lines.append(
+            f"(a) Delethink-RL / LongCoT-RL = {ratio[0]:.3f} ± {ratio[1]:.3f} (bootstrap over problems; "
+            f"target {a_target}): {verdict(held)}"
+        )
+        lc, dt = accuracy(rl["longcot"])[0], accuracy(rl["delethink"])[0]
+        measured = f"{ratio[0]:.2f}x ± {ratio[1]:.2f} ({dt:.3f} against {lc:.3f})"
+        verdicts.append(Verdict("a", a_claim, a_target, measured, ratio[0], held))
+    else:
+        verdicts.append(not_measured("a", a_claim, a_target, "no held-out evaluation of both RL runs"))
+    if warm["longcot"] and warm["delethink"]:
+        probe = paired_ratio(warm["delethink"], warm["longcot"])
+        lines.append(
+            f"Markovian-ness probe: the warm start with Delethink inference / with LongCoT inference = "
+            f"{probe[0]:.3f} ± {probe[1]:.3f} (at the same budget, before any RL)"
+        )
+    return lines + [""], verdicts
+
+
+def verdict_table(verdicts: list[Verdict]) -> list[str]:
+    lines = ["| claim | target | measured | verdict |", "|---|---|---|---|"]
+    for v in verdicts:
+        shown = "not measured" if v.held is None else ("held" if v.held else "**not held**")
+        lines.append(f"| {v.claim} | {v.target} | {v.measured} | {shown} |")
     return lines + [""]
 
 
@@ -360,23 +490,42 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=int, required=True, help="B, the LongCoT training budget")
     parser.add_argument("--chunk", type=int, required=True, help="Delethink-RL's C")
     parser.add_argument("--carry", type=int, required=True, help="Delethink-RL's keep_head + keep_tail")
+    parser.add_argument("--chunks", type=int, required=True, help="Delethink-RL's I (its budget is B)")
     args = parser.parse_args(argv)
     root = Path(args.root)
+    heldout_lines, verdicts = heldout_section(root, args.budget, args.chunks)
+    verdicts.insert(0, warm_start_verdict(root))
     lc, dt = load_summary(root, "longcot_rl"), load_summary(root, "delethink_rl")
-    lines = ["# Markovian testbed report (generated by recipes/markovian_testbed/report.py)", ""]
-    probe = load_summary(root, "probe_sft")
-    if probe:
-        lines += probe_section(probe)
+    b_lines: list[str] = []
     if lc and dt:
-        lines += claim_a(lc, dt, args.budget) + claim_b(lc, dt, args.budget)
-    run_dirs = {m: root / m for m in ("longcot", "delethink") if (root / m / "metrics.jsonl").is_file()}
+        b_lines, b_verdict = claim_b(lc, dt, args.budget)
+        verdicts.append(b_verdict)
+    run_dirs = {m: root / m for m in ENVIRONMENTS if (root / m / "metrics.jsonl").is_file()}
     timing_path = root / "eval" / "timing.json"
     timing = json.loads(timing_path.read_text()) if timing_path.is_file() else None
-    cost_lines, cost = claim_c(run_dirs, timing, args.budget, args.chunk, args.carry)
-    lines += cost_lines
+    cost_lines, cost, cost_verdicts = claim_c(run_dirs, timing, args.budget, args.chunk, args.carry)
+    verdicts += cost_verdicts
     plot(root, lc, dt, args.budget, cost)
+    figures = [
+        f
+        for f in ("accuracy_vs_budget", "crossover", "training_curves", "cost")
+        if (root / f"{f}.png").is_file()
+    ]
+    lines = [
+        "# Markovian testbed report (generated by recipes/markovian_testbed/report.py)",
+        "",
+        f"LongCoT budget B = {args.budget}; Delethink C = {args.chunk}, m = {args.carry}, I = {args.chunks}.",
+        "",
+        *verdict_table(verdicts),
+        *[f"![{f}]({f}.png)" for f in figures],
+        "",
+        *heldout_lines,
+        *b_lines,
+        *cost_lines,
+    ]
     atomic_write_text(root / "report.md", "\n".join(lines) + "\n")
-    print("\n".join(lines))
+    atomic_write_text(root / "verdicts.json", json.dumps([asdict(v) for v in verdicts], indent=1) + "\n")
+    print("\n".join(line for line in lines if not line.startswith("![")))  # pictures are for the file
 
 
 if __name__ == "__main__":

@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
 # The Markovian testbed, end to end (README.md next to this file says why each number is what it is):
 #   1. a tiny model, the shift-register task (verl/data/shift_register.py), and a Markovian warm start:
-#      SFT on whole traces of the RL sizes plus Delethink continuation chunks of problems up to 4B
+#      SFT on whole traces of the RL sizes plus Delethink continuation chunks of problems up to 4B, until it
+#      solves its target share of held-out problems at T = 1; a warm start that never gets there stops
+#      the run here (warm_start.py), before RL
 #   2. LongCoT-RL (budget B) and Delethink-RL (C = B/4, m = C/2, I so that the budget is B) from that
 #      checkpoint, same seed, same prompts, same samples per prompt
-#   3. main_eval: the probe of the warm start at B; budget sweeps B..4B of both RL checkpoints on held-out
-#      problems of the trained sizes and on problems longer than B; time_rollouts.py: the rollout and the
-#      update of one RL-step-sized batch of each RL checkpoint at B..8B, alternating in one process: the
-#      cost per trajectory of both environments, and the budget from which Delethink's is the lower
-#   4. the report: $OUT/report.md, accuracy_vs_budget.png, cost.png, crossover.png, training_curves.png
-# A stage whose output exists is skipped (an unfinished RL run resumes); FORCE=1 redoes everything;
-# RL_ONLY=1 stops after the RL runs (a sweep that evaluates the checkpoints its own way).
-# Sizes: the default is the full setting (B = 512; 59 min on a quiet 2-core machine, 2026-11-25); SIZE=demo is the
-# quickstart's (B = 256, under 15 minutes; its warm start has no long starts, which only claim (b) past B
-# needs; it trains up to 1500 steps and stops once it solves 0.9 of its held-out problems at T = 1;
-# README);
-# SIZE=smoke is CI's (seconds per stage, numbers meaningless).
-# SFT_ARGS: Hydra overrides for the warm start, e.g. "train.stop_at_accuracy=0.5 train.check_every=50" for
-# one that leaves RL more room (the LoRA comparison's, README).
-# Usage: [PYTHON=.venv/bin/python] [SIZE=full|demo|smoke] [OUT=DIR] [STEPS=N] [FORCE=1] [RL_ONLY=1] \
-#        [SFT_ARGS="..."] bash recipes/markovian_testbed/run.sh [hydra overrides for both RL runs]
+#   3. main_eval: the warm start (both inference modes) and both RL checkpoints on held-out problems at B,
+#      every run sampling problem p's sample j with the same seed, so gains pair by problem; budget sweeps
+#      B..4B of both RL checkpoints on problems of the trained sizes and longer than B; time_rollouts.py:
+#      the rollout and the update of one RL-step-sized batch of each RL checkpoint at B..8B, alternating in
+#      one process: the cost per trajectory of both environments, and the budget from which Delethink's is
+#      the lower
+#   4. the report: $OUT/report.md (a verdict table first), accuracy_vs_budget.png, cost.png, crossover.png,
+#      training_curves.png, and verdicts.json
+# A stage whose output exists is skipped (an unfinished RL run resumes); FORCE=1 redoes everything. The
+# settings that start an output directory are kept in $OUT/run_config.json, and a later call with other
+# ones is refused (run_config.py). STOP_AFTER=sft|rl|heldout stops after the warm start, the RL runs or the
+# held-out evaluation at B (what lora_vs_full.sh compares; no sweeps, timing or report).
+# SEED seeds the model's initial weights, the warm start and both RL runs (the problems stay the same).
+# SEEDS="1 2 3" runs everything once per seed into $OUT/seed_N, then writes $OUT/aggregate.md (each claim's
+# mean and spread over the seeds and in how many it held; aggregate.py); a seed that stops (a warm start
+# below its target) does not stop the others.
+# Sizes: the default is the full setting (B = 512, about 1 hour on 2 quiet cores); SIZE=demo is the
+# quickstart's (B = 256, under 15 minutes); SIZE=smoke is CI's (seconds per stage, numbers meaningless).
+# SFT_ARGS: Hydra overrides for the warm start.
+# Usage: [PYTHON=.venv/bin/python] [SIZE=full|demo|smoke] [OUT=DIR] [SEED=N | SEEDS="N ..."] [STEPS=N] \
+#        [FORCE=1] [STOP_AFTER=sft|rl|heldout] [SFT_ARGS="..."] bash recipes/markovian_testbed/run.sh \
+#        [hydra overrides for both RL runs]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-python}
@@ -30,19 +38,50 @@ export TOKENIZERS_PARALLELISM=false
 
 source recipes/markovian_testbed/sizes.sh
 OUT=${OUT:-outputs/markovian_testbed_$SIZE}
+case ${STOP_AFTER:-} in
+  "" | sft | rl | heldout) ;;
+  *) echo "run.sh: STOP_AFTER must be sft, rl or heldout, got '$STOP_AFTER'" >&2; exit 2 ;;
+esac
+
 STEPS=${STEPS:-$STEPS_DEFAULT}
-echo "testbed $SIZE: B=$B; Delethink C=$C m=$HEAD+$TAIL I=$I; RL sizes $MIN_STEPS..$MAX_STEPS steps; out $OUT"
+force_flag=()
+[[ "$FORCE" == 1 ]] && force_flag=(--force)
+check_run_config() {  # check_run_config DIR SEED [RL overrides]: refuse DIR if it was started otherwise
+  "$PYTHON" recipes/markovian_testbed/run_config.py check "$1" ${force_flag[@]+"${force_flag[@]}"} \
+    SIZE="$SIZE" SEED="$2" STEPS="$STEPS" SFT_ARGS="${SFT_ARGS:-}" RL_ARGS="${*:3}"
+}
+
+if [[ -n ${SEEDS+set} ]]; then
+  seeds=$("$PYTHON" recipes/markovian_testbed/run_config.py seeds "$SEEDS")
+  for seed in $seeds; do  # every seed's settings are checked before any stage runs
+    check_run_config "$OUT/seed_$seed" "$seed" "$@"
+  done
+  stopped=()
+  for seed in $seeds; do
+    echo "==== seed $seed of: $seeds"
+    env -u SEEDS SEED="$seed" OUT="$OUT/seed_$seed" bash "$0" "$@" || stopped+=("$seed")
+  done
+  # shellcheck disable=SC2086  # one argument per seed
+  "$PYTHON" recipes/markovian_testbed/aggregate.py --root "$OUT" --seeds $seeds
+  if ((${#stopped[@]})); then
+    echo "seeds that stopped before their report: ${stopped[*]} (their lines above say why)" >&2
+    exit 1
+  fi
+  exit 0
+fi
+
+SEED=${SEED:-1}
+check_run_config "$OUT" "$SEED" "$@"
+echo "testbed $SIZE, seed $SEED: B=$B; Delethink C=$C m=$HEAD+$TAIL I=$I; RL sizes $MIN_STEPS..$MAX_STEPS steps; out $OUT"
 
 needed() {  # needed OUTPUT: true if OUTPUT must be (re)built
   [[ "$FORCE" == 1 || ! -e "$1" ]]
 }
-force_flag=()
-[[ "$FORCE" == 1 ]] && force_flag=(--force)
 
 echo "== 1/4 model, data, Markovian warm start"
 if needed "$OUT/init/config.json"; then
   # positions for the timing stage's longest LongCoT rollout (8B); rotary, so no weight depends on it
-  "$PYTHON" -m verl.models.tiny --out "$OUT/init" --seed 0 --dims max_position_embeddings=$((8 * B + 64)) \
+  "$PYTHON" -m verl.models.tiny --out "$OUT/init" --seed "$SEED" --dims max_position_embeddings=$((8 * B + 64)) \
     ${force_flag[@]+"${force_flag[@]}"}
 fi
 if needed "$OUT/data/train.jsonl"; then
@@ -54,20 +93,37 @@ if needed "$OUT/data/eval.jsonl"; then
     --min-steps "$MIN_STEPS" --train-data "$OUT/data/train.jsonl" --per-group "$PER_GROUP" \
     --timing-problems "$TIMING"
 fi
+if needed "$OUT/heldout/eval.jsonl"; then
+  "$PYTHON" recipes/markovian_testbed/make_eval_data.py --out "$OUT/heldout" --budget "$B" \
+    --min-steps "$MIN_STEPS" --train-data "$OUT/data/train.jsonl" --per-group "$HELDOUT" \
+    --past-per-group 0 --timing-problems 0 --seed 4321
+fi
 if needed "$OUT/sft/config.json"; then
   "$PYTHON" -m verl.trainer.main_sft --config-name=sft_testbed model.path="$OUT/init" output_dir="$OUT/sft" \
-    force=true train.steps="$SFT_STEPS" train.micro_batches="$SFT_MICRO" task.long_start.prob="$LONG_START" train.warmup_steps=$((SFT_STEPS < 25 ? SFT_STEPS : 25)) task.max_size="$MAX_STEPS" task.continuation.max_size="$CONT_MAX_STEPS" \
+    force=true train.seed="$SEED" train.steps="$SFT_STEPS" train.micro_batches="$SFT_MICRO" \
+    train.stop_at_accuracy="$SFT_TARGET" train.check_every="$SFT_CHECK_EVERY" \
+    train.warmup_steps=$((SFT_STEPS < 25 ? SFT_STEPS : 25)) task.continuation.prob="$CONT_PROB" \
+    task.long_start.prob="$LONG_START" \
+    task.max_size="$MAX_STEPS" task.continuation.max_size="$CONT_MAX_STEPS" \
     task.continuation.chunk_size=$C task.continuation.keep_head=$HEAD task.continuation.keep_tail=$TAIL \
     eval.num_problems="$SFT_EVAL" eval.min_size="$MIN_STEPS" eval.max_size="$MAX_STEPS" \
     eval.max_new_tokens=$((B + 16)) ${SFT_ARGS:-}
 fi
+"$PYTHON" recipes/markovian_testbed/warm_start.py "$OUT/sft"
+stop_after() {  # stop_after STAGE: exit here if STOP_AFTER names STAGE
+  if [[ ${STOP_AFTER:-} == "$1" ]]; then
+    echo "STOP_AFTER=$1: the later stages skipped"
+    exit 0
+  fi
+}
+stop_after sft
 
 echo "== 2/4 RL: LongCoT and Delethink, $STEPS steps each"
 common=(
   data.train_files=["$OUT/data/train.jsonl"] data.val_files=["$OUT/data/val.jsonl"]
   actor_rollout_ref.model.path="$OUT/sft" data.train_batch_size="$PROMPTS"
   actor_rollout_ref.actor.ppo_mini_batch_size=$((PROMPTS / 2)) actor_rollout_ref.rollout.n="$SAMPLES"
-  trainer.total_training_steps="$STEPS" trainer.save_freq="$STEPS" trainer.seed=1
+  trainer.total_training_steps="$STEPS" trainer.save_freq="$STEPS" trainer.seed="$SEED"
 )
 for mode in longcot delethink; do
   run_dir=$OUT/$mode
@@ -80,30 +136,35 @@ for mode in longcot delethink; do
         algorithm.delethink.keep_tail=$TAIL algorithm.delethink.max_chunks=$I)
     fi
     "$PYTHON" -m verl.trainer.main_policy_iteration --config-name="testbed_${mode}" "${common[@]}" \
-      "${budget[@]}" trainer.experiment_name="testbed_${SIZE}_${mode}" trainer.default_local_dir="$run_dir" "$@"
+      "${budget[@]}" trainer.experiment_name="testbed_${SIZE}_${mode}_seed${SEED}" \
+      trainer.default_local_dir="$run_dir" "$@"
   fi
 done
 
-if [[ ${RL_ONLY:-0} == 1 ]]; then
-  echo "RL_ONLY=1: evaluation and report skipped"
-  exit 0
-fi
+stop_after rl
 
 echo "== 3/4 evaluation"
-evaluate() {  # evaluate NAME MODEL MODE DATA [overrides...]: one main_eval call into $OUT/eval/NAME
+evaluate() {  # evaluate NAME MODEL MODE DATA SAMPLES [overrides...]: one main_eval call into $OUT/eval/NAME
   if needed "$OUT/eval/$1/summary.json"; then
-    testbed_eval "$OUT/eval/$1" "$2" "$3" "$4" "$EVAL_N" "${@:5}"
+    testbed_eval "$OUT/eval/$1" "$2" "$3" "$4" "$5" "${@:6}"
   fi
 }
+final=global_step_${STEPS}
+# at B on the held-out problems: the warm start in both inference modes (the Markovian-ness probe), then
+# each RL checkpoint in its own mode; the gains over the warm start pair by problem
+heldout=$OUT/heldout/eval.jsonl
+evaluate heldout_sft "$OUT/sft" probe "$heldout" "$HELDOUT_N" delethink.max_chunks=[$I]
+evaluate heldout_longcot_rl "$OUT/longcot/$final" longcot "$heldout" "$HELDOUT_N" longcot.budgets=[$B]
+evaluate heldout_delethink_rl "$OUT/delethink/$final" delethink "$heldout" "$HELDOUT_N" delethink.max_chunks=[$I]
+stop_after heldout
 # budgets B, 1.5B, 2B, 3B, 4B: LongCoT by length, Delethink by chunks (each adds C - m = C/2 tokens)
 chunks_for() { echo $((1 + ($1 - C) / (C - M))); }
 budgets=($B $((3 * B / 2)) $((2 * B)) $((3 * B)) $((4 * B)))
 lc_budgets=$(IFS=,; echo "${budgets[*]}")
 dt_chunks=$(for b in "${budgets[@]}"; do chunks_for "$b"; done | paste -sd,)
-final=global_step_${STEPS}
-evaluate probe_sft "$OUT/sft" probe "$OUT/data/eval.jsonl" delethink.max_chunks=[$I]
-evaluate longcot_rl "$OUT/longcot/$final" longcot "$OUT/data/eval.jsonl" longcot.budgets=[$lc_budgets]
-evaluate delethink_rl "$OUT/delethink/$final" delethink "$OUT/data/eval.jsonl" delethink.max_chunks=[$dt_chunks]
+evaluate longcot_rl "$OUT/longcot/$final" longcot "$OUT/data/eval.jsonl" "$EVAL_N" longcot.budgets=[$lc_budgets]
+evaluate delethink_rl "$OUT/delethink/$final" delethink "$OUT/data/eval.jsonl" "$EVAL_N" \
+  delethink.max_chunks=[$dt_chunks]
 # rollout and update of one RL-step-sized batch at budgets B, 2B, 4B, 6B, 8B (up to TIMING_TO x B), both
 # models alternating in one process, end-of-sequence ignored so every sample writes its whole budget: the
 # time measures the length, not where a model stopped
@@ -117,4 +178,5 @@ fi
 
 echo "== 4/4 report"
 "$PYTHON" -m verl.tools.compare "$OUT/longcot" "$OUT/delethink" --out "$OUT/training_curves.png"
-"$PYTHON" recipes/markovian_testbed/report.py --root "$OUT" --budget "$B" --chunk "$C" --carry "$M"
+"$PYTHON" recipes/markovian_testbed/report.py --root "$OUT" --budget "$B" --chunk "$C" --carry "$M" \
+  --chunks "$I"

@@ -6,10 +6,17 @@
 # I = 1 + (B - C)/(C - m) = 7 chunks give Delethink the same budget B.
 # TIMING_TO: the timing stage's largest budget, in B; TIMING_THREADS: its torch threads (smoke: B and 2B on
 # one thread, to stay cheap in CI: two threads on a busy machine spin while they wait for each other).
+# SFT_TARGET: the warm start's held-out T = 1 accuracy at which SFT stops (checked every SFT_CHECK_EVERY
+# steps, at most SFT_STEPS); a warm start that never gets there stops the recipe (warm_start.py).
+# CONT_PROB: the share of SFT examples that are Delethink continuation chunks. The demo's warm start stops
+# early, to leave RL room, and at that point its resumes after a chunk cut lag its whole traces unless a
+# larger share of its examples are chunks (README).
+# HELDOUT x HELDOUT_N: held-out problems of the trained sizes x samples each, at B, for the gains over the
+# warm start and claim (a); PER_GROUP x EVAL_N: problems per group x samples of the budget sweeps.
 case $SIZE in
-  full) B=512 SFT_STEPS=1500 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 EVAL_N=4 PER_GROUP=48 TIMING=16 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2 ;;
-  demo) B=256 SFT_STEPS=1500 LONG_START=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 EVAL_N=2 PER_GROUP=24 TIMING=8 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2 ;;
-  smoke) B=128 SFT_STEPS=4 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 EVAL_N=1 PER_GROUP=2 TIMING=2 TIMING_REPEATS=1 TIMING_TO=2 TIMING_THREADS=1 ;;
+  full) B=512 SFT_STEPS=1500 SFT_TARGET=0.8 SFT_CHECK_EVERY=250 CONT_PROB=0.5 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 HELDOUT=192 HELDOUT_N=4 EVAL_N=4 PER_GROUP=48 TIMING=16 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2 ;;
+  demo) B=256 SFT_STEPS=1500 SFT_TARGET=0.5 SFT_CHECK_EVERY=50 CONT_PROB=0.7 LONG_START=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 HELDOUT=192 HELDOUT_N=4 EVAL_N=2 PER_GROUP=24 TIMING=8 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2 ;;
+  smoke) B=128 SFT_STEPS=4 SFT_TARGET=0.0 SFT_CHECK_EVERY=2 CONT_PROB=0.5 LONG_START=0.1 SFT_MICRO=1 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 HELDOUT=4 HELDOUT_N=2 EVAL_N=1 PER_GROUP=2 TIMING=2 TIMING_REPEATS=1 TIMING_TO=2 TIMING_THREADS=1 ;;
   *) echo "SIZE must be full, demo or smoke, got '$SIZE'" >&2; exit 2 ;;
 esac
 C=$((B / 4)) HEAD=9

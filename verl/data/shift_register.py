@@ -89,8 +89,13 @@ def solve(start: str, num_steps: int) -> Problem:
     return Problem(question=question, answer=register, thinking=" ".join(steps), num_steps=num_steps)
 
 
-def make_problem(rng: random.Random, num_steps: int) -> Problem:
-    return solve("".join(str(rng.randrange(10)) for _ in range(WIDTH)), num_steps)
+def make_problem(rng: random.Random, num_steps: int, zero_prob: float = 0.0) -> Problem:
+    """A problem from a random start; with `zero_prob` > 0 each start digit is 0 with that probability
+    (else uniform), a stream of its own: at 0 the draws are those of a uniform start."""
+    if zero_prob == 0:
+        return solve("".join(str(rng.randrange(10)) for _ in range(WIDTH)), num_steps)
+    digits = ("0" if rng.random() < zero_prob else str(rng.randrange(10)) for _ in range(WIDTH))
+    return solve("".join(digits), num_steps)
 
 
 def problem_sizes(count: int, min_steps: int, max_steps: int) -> list[int]:

@@ -266,6 +266,10 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
     return config
 
 
+# the held-out T = 1 accuracy of an early-stopping check, in the step's metrics and in sft_metrics.json
+CHECK_METRIC = "check/accuracy_t1"
+
+
 def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
     """Linear warm-up to 1, then cosine decay to `min_ratio` at the last step."""
     if step < warmup_steps:
@@ -319,17 +323,18 @@ def train(
         optimizer.step()
         schedule.step()
         progress.set_postfix(loss=f"{losses[-1]:.4f}", lr=f"{schedule.get_last_lr()[0]:.2e}")
+        norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
+        metrics = {"train/loss": losses[-1], "train/lr": lr, "train/grad_norm": float(norm)}
         stop = False
         # before after_step: a checkpoint then holds the RNG state after the check's sampling
         if accuracy is not None and cfg.stop_at_accuracy is not None and step % cfg.check_every == 0:
             model.eval()
-            value = accuracy()
+            metrics[CHECK_METRIC] = accuracy()
             model.train()
-            progress.write(f"step {step}: held-out accuracy (T=1) {value:.3f}")
-            stop = value >= cfg.stop_at_accuracy
+            progress.write(f"step {step}: held-out accuracy (T=1) {metrics[CHECK_METRIC]:.3f}")
+            stop = metrics[CHECK_METRIC] >= cfg.stop_at_accuracy
         if after_step is not None:
-            norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
-            after_step(step, {"train/loss": losses[-1], "train/lr": lr, "train/grad_norm": float(norm)})
+            after_step(step, metrics)
             model.train()
         if stop:
             progress.write(f"reached train.stop_at_accuracy={cfg.stop_at_accuracy}: stopping")
@@ -435,9 +440,11 @@ def _run(config: SFTConfig, ranks: Ranks) -> dict[str, dict[str, float]]:
         return {"val/loss": loss, "val/tokens": tokens}
 
     losses: list[float] = []
+    checks: list[dict[str, float]] = []  # {"step", "accuracy"} of every early-stopping check
     if resume_from is not None:
         state = sft_checkpoint.load(resume_from, model, config.model, optimizer, schedule)
         losses = state["losses"]
+        checks = state.get("checks", [])  # checkpoints written before checks were kept have none
         batches.load_state(state["data"])
         log(f"resumed from {resume_from} at step {state['global_step']}")
     config_yaml = OmegaConf.to_yaml(OmegaConf.structured(config))
@@ -459,7 +466,7 @@ def _run(config: SFTConfig, ranks: Ranks) -> dict[str, dict[str, float]]:
 
     def save_checkpoint(step: int) -> None:
         nonlocal saved_step
-        state = {"losses": losses, "data": batches.state()}
+        state = {"losses": losses, "checks": checks, "data": batches.state()}
         sft_checkpoint.save(
             run_dir, step, model, config.model, tokenizer, optimizer, schedule, state, config_yaml, ranks
         )
@@ -467,6 +474,8 @@ def _run(config: SFTConfig, ranks: Ranks) -> dict[str, dict[str, float]]:
 
     def after_step(step: int, metrics: dict[str, float]) -> None:
         losses.append(metrics["train/loss"])
+        if CHECK_METRIC in metrics:
+            checks.append({"step": step, "accuracy": metrics[CHECK_METRIC]})
         is_last = step == train_cfg.steps
         if val_rows and (is_last or (trainer.test_freq and step % trainer.test_freq == 0)):
             last_val.update(validate())
@@ -505,7 +514,7 @@ def _run(config: SFTConfig, ranks: Ranks) -> dict[str, dict[str, float]]:
                 tmp, tmp / lora.ADAPTER_DIR, model, config.model, weights, tokenizer
             )
             (tmp / "sft_config.yaml").write_text(config_yaml)
-            metrics = {"losses": losses, "eval": summary, "val": last_val}
+            metrics = {"losses": losses, "checks": checks, "eval": summary, "val": last_val}
             (tmp / "sft_metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
         log(f"saved the SFT model to {config.output_dir}")
     return summary

@@ -52,19 +52,23 @@ class LongStartConfig:
 
 @dataclass
 class TaskConfig:
-    """The training problems. For the running sum they differ from the RL data on purpose, to get past
-    two plateaus fast:
+    """The training problems. They may differ from the RL data on purpose, to get past plateaus fast:
 
-    - short problems (from 1 term) teach the label lookup that copies a term's digit into the thinking;
-    - extra zero digits: with uniform digits the next running sum is independent of the previous sum alone
-      (and of the digit alone), so nothing rewards reading either until both are read together; a step that
-      adds 0 copies the previous sum, which starts the model reading it.
+    - short problems (from 1 size) teach the lookup that copies a digit into the thinking;
+    - extra zero digits. Both tasks' new digit is a sum mod 10 of two digits it must read (the running sum:
+      the previous sum and the term; the shift register: the register's first two digits). With uniform
+      digits the sum is independent of either digit alone, so nothing rewards reading one until both are
+      read together: the loss sits on a plateau (the digit at chance) until the weights drift into reading
+      both, and when that happens depends on the seed. With zeros, a step that adds 0 copies the other
+      digit, which rewards reading each one on its own (recipes/markovian_testbed/README.md measures it).
     """
 
     name: str = "running_sum"  # running_sum (size: terms) | shift_register (size: steps)
     min_size: int = 1  # whole-trace problem sizes are drawn uniformly from [min_size, max_size]
     max_size: int = 12
-    zero_prob: float = 0.0  # running_sum: each digit is 0 with this probability, else uniform over 0..9
+    # each digit is 0 with this probability, else uniform over 0..9 (running_sum: every term; shift_register:
+    # the start register's digits, which keeps the register rich in zeros for many steps)
+    zero_prob: float = 0.0
     labels: str = LABELS  # running_sum: term i is labelled labels[i % len(labels)], also when held out
     continuation: ContinuationConfig = field(default_factory=ContinuationConfig)
     long_start: LongStartConfig = field(default_factory=LongStartConfig)
@@ -98,7 +102,7 @@ def draw_training_problem(
         task.min_size if min_size is None else min_size, task.max_size if max_size is None else max_size
     )
     if task.name == "shift_register":
-        return shift_register.make_problem(rng, size)
+        return shift_register.make_problem(rng, size, task.zero_prob)
     digits = [0 if rng.random() < task.zero_prob else rng.randrange(10) for _ in range(size)]
     return solve(digits, task.labels)
 

@@ -1,0 +1,52 @@
+"""What an SFT run of the synthetic task reached: its held-out accuracy checks (main_sft's early stopping,
+kept in sft_metrics.json) against its target, `train.stop_at_accuracy`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+
+@dataclass(frozen=True)
+class SFTOutcome:
+    seed: int
+    target: float | None  # train.stop_at_accuracy; None: no target, nothing to reach
+    checks: list[tuple[int, float]]  # (step, held-out T = 1 accuracy) of every check, in order
+    steps: int  # SFT steps taken
+
+    @property
+    def reached(self) -> bool:
+        return self.target is None or any(acc >= self.target for _, acc in self.checks)
+
+    @property
+    def best(self) -> float:
+        return max((acc for _, acc in self.checks), default=float("nan"))
+
+    def curve(self) -> str:
+        return ", ".join(f"{acc:.3f}@{step}" for step, acc in self.checks) or "no checks"
+
+    def verdict(self) -> str:
+        """One line: the curve and whether the target was reached."""
+        head = f"warm start (seed {self.seed}): held-out T = 1 accuracy {self.curve()}"
+        if self.target is None:
+            return f"{head}; {self.steps} steps, no target"
+        if self.reached:
+            return f"{head}; reached its target {self.target} in {self.steps} steps"
+        return (
+            f"{head}; it reached {self.best:.3f} in {self.steps} steps, below its target {self.target} "
+            "(train.stop_at_accuracy): RL from it would have nothing to learn, stopping here"
+        )
+
+
+def read(sft_dir: Path) -> SFTOutcome:
+    metrics = json.loads((sft_dir / "sft_metrics.json").read_text())
+    train = OmegaConf.load(sft_dir / "sft_config.yaml").train
+    return SFTOutcome(
+        seed=train.seed,
+        target=train.stop_at_accuracy,
+        checks=[(c["step"], c["accuracy"]) for c in metrics.get("checks", [])],
+        steps=len(metrics["losses"]),
+    )
