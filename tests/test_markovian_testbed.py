@@ -62,7 +62,7 @@ def test_heldout_gains_pair_by_problem_and_claim_a_is_the_accuracy_ratio(tmp_pat
     write_samples(tmp_path, "heldout_sft", scored("longcot", warm_lc) + scored("delethink", warm_dt))
     write_samples(tmp_path, "heldout_longcot_rl", scored("longcot", [[1, 1], [1, 0], [1, 1], [1, 0]]))
     write_samples(tmp_path, "heldout_delethink_rl", scored("delethink", [[1, 1], [0, 0], [1, 1], [1, 0]]))
-    lines, verdicts = report.heldout_section(tmp_path, 256, 7)
+    lines, verdicts, _ = report.heldout_section(tmp_path, 256, 7)
     text = "\n".join(lines)
     by_key = {v.key: v for v in verdicts}
     # LongCoT: differences 0.5, 0.5, 0, 0.5: gain 0.375, sd 0.25, standard error 0.125 -> 3 SE: held

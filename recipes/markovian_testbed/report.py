@@ -62,6 +62,10 @@ class Verdict:
     held: bool | None = None  # None: not measured here
 
 
+# per environment: the warm start's and the RL run's held-out accuracy at B, each (mean, standard error)
+Accuracies = dict[str, tuple[tuple[float, float], tuple[float, float]]]
+
+
 def not_measured(key: str, claim: str, target: str, why: str) -> Verdict:
     return Verdict(key, claim, target, f"not measured: {why}")
 
@@ -128,9 +132,12 @@ def verdict(held: bool) -> str:
     return "**held**" if held else "**not held**"
 
 
+B_CLAIM = "(b) past B, from B to 2B: more chunks help Delethink, a longer budget not LongCoT"
+B_TARGET = f"Delethink rises, LongCoT gains < {TARGET_B_LONGCOT_SHARE} x Delethink's gain"
+
+
 def claim_b(lc: dict[str, Any], dt: dict[str, Any], budget: int) -> tuple[list[str], Verdict]:
-    key, claim = "b", "(b) past B, from B to 2B: more chunks help Delethink, a longer budget not LongCoT"
-    target = f"Delethink rises, LongCoT gains < {TARGET_B_LONGCOT_SHARE} x Delethink's gain"
+    key, claim, target = "b", B_CLAIM, B_TARGET
     lc_acc = accuracy_by_budget(lc, "longcot", PAST_B)
     dt_acc = accuracy_by_budget(dt, "delethink", PAST_B)
     lines = [f"## (b) accuracy vs thinking budget on problems longer than B = {budget}", ""]
@@ -374,6 +381,36 @@ def plot(root: Path, lc: dict | None, dt: dict | None, budget: int, cost: dict[s
         plot_crossover(root, cost["timing"])
 
 
+def plot_summary(root: Path, accuracies: Accuracies, rows: list[dict[str, Any]], budget: int) -> None:
+    """The one picture of the run (the README shows the demo's): held-out accuracy at B before and after RL
+    in each environment, and the whole RL step per trajectory against the budget. Small on purpose."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.2))
+    for i, mode in enumerate(ENVIRONMENTS):
+        if mode not in accuracies:
+            continue
+        (warm, warm_se), (rl, rl_se) = accuracies[mode]
+        left.bar([3 * i, 3 * i + 1], [warm, rl], yerr=[warm_se, rl_se], color=["#bbbbbb", f"C{i}"], capsize=3)
+    left.set_xticks([0, 1, 3, 4], ["warm\nstart", "LongCoT\n-RL", "warm\nstart", "Delethink\n-RL"])
+    left.set_ylabel(f"held-out accuracy at B = {budget}")
+    left.set_ylim(0, 1)
+    left.grid(axis="y", alpha=0.3)
+    if rows and timed_updates(rows):
+        budgets = [r["budget"] for r in rows]
+        for mode, label in ENVIRONMENTS.items():
+            right.plot(budgets, [ms_per_trajectory(r[mode], "step_s") for r in rows], marker="o", label=label)
+        right.set_xscale("log", base=2)
+        right.set_xticks(budgets, [f"{b // budget}B" for b in budgets])
+        right.set_ylim(bottom=0)
+        right.legend(fontsize=8)
+    right.set_xlabel("thinking budget")
+    right.set_ylabel("RL step per trajectory (ms)")
+    right.grid(alpha=0.3)
+    fig.tight_layout()
+    save_figure(fig, root / "summary.png", dpi=80)
+
+
 def plot_crossover(root: Path, rows: list[dict[str, Any]]) -> None:
     """Rollout and whole step per trajectory against the budget, both environments: where they cross."""
     import matplotlib.pyplot as plt
@@ -420,7 +457,7 @@ def heldout_scores(root: Path, name: str, mode: str, budget: int) -> Scores | No
     return problem_scores(read_jsonl(path), mode, budget) or None
 
 
-def heldout_section(root: Path, budget: int, chunks: int) -> tuple[list[str], list[Verdict]]:
+def heldout_section(root: Path, budget: int, chunks: int) -> tuple[list[str], list[Verdict], Accuracies]:
     """RL against its own warm start in each environment, and (a), on the held-out problems at B."""
     warm = {mode: heldout_scores(root, "heldout_sft", mode, budget) for mode in ENVIRONMENTS}
     rl = {mode: heldout_scores(root, f"heldout_{mode}_rl", mode, budget) for mode in ENVIRONMENTS}
@@ -429,6 +466,7 @@ def heldout_section(root: Path, budget: int, chunks: int) -> tuple[list[str], li
         "",
     ]
     verdicts = []
+    accuracies: Accuracies = {}
     gain_target = f"> {TARGET_GAIN_SE:g} standard errors"
     any_scores = next((s for s in (*warm.values(), *rl.values()) if s), None)
     if any_scores:
@@ -447,6 +485,7 @@ def heldout_section(root: Path, budget: int, chunks: int) -> tuple[list[str], li
             verdicts.append(not_measured(f"gain_{mode}", claim, gain_target, "no held-out evaluation"))
             continue
         gain = paired_gain(rl[mode], warm[mode])
+        accuracies[mode] = (accuracy(warm[mode]), accuracy(rl[mode]))
         lines.append(
             f"| {label} | {fmt(accuracy(warm[mode]))} | {fmt(accuracy(rl[mode]))} | {fmt(gain, True)} |"
         )
@@ -473,7 +512,7 @@ def heldout_section(root: Path, budget: int, chunks: int) -> tuple[list[str], li
             f"Markovian-ness probe: the warm start with Delethink inference / with LongCoT inference = "
             f"{probe[0]:.3f} ± {probe[1]:.3f} (at the same budget, before any RL)"
         )
-    return lines + [""], verdicts
+    return lines + [""], verdicts, accuracies
 
 
 def verdict_table(verdicts: list[Verdict]) -> list[str]:
@@ -493,22 +532,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chunks", type=int, required=True, help="Delethink-RL's I (its budget is B)")
     args = parser.parse_args(argv)
     root = Path(args.root)
-    heldout_lines, verdicts = heldout_section(root, args.budget, args.chunks)
+    heldout_lines, verdicts, accuracies = heldout_section(root, args.budget, args.chunks)
     verdicts.insert(0, warm_start_verdict(root))
     lc, dt = load_summary(root, "longcot_rl"), load_summary(root, "delethink_rl")
     b_lines: list[str] = []
     if lc and dt:
         b_lines, b_verdict = claim_b(lc, dt, args.budget)
-        verdicts.append(b_verdict)
+    else:  # the demo size leaves the sweeps out: its warm start never saw a problem past B
+        b_verdict = not_measured(
+            "b", B_CLAIM, B_TARGET, "no budget sweeps here (the demo's warm start never saw a problem past B)"
+        )
+    verdicts.append(b_verdict)
     run_dirs = {m: root / m for m in ENVIRONMENTS if (root / m / "metrics.jsonl").is_file()}
     timing_path = root / "eval" / "timing.json"
     timing = json.loads(timing_path.read_text()) if timing_path.is_file() else None
     cost_lines, cost, cost_verdicts = claim_c(run_dirs, timing, args.budget, args.chunk, args.carry)
     verdicts += cost_verdicts
     plot(root, lc, dt, args.budget, cost)
+    plot_summary(root, accuracies, cost["timing"], args.budget)
     figures = [
         f
-        for f in ("accuracy_vs_budget", "crossover", "training_curves", "cost")
+        for f in ("summary", "accuracy_vs_budget", "crossover", "training_curves", "cost")
         if (root / f"{f}.png").is_file()
     ]
     lines = [

@@ -8,7 +8,8 @@
 #      checkpoint, same seed, same prompts, same samples per prompt
 #   3. main_eval: the warm start (both inference modes) and both RL checkpoints on held-out problems at B,
 #      every run sampling problem p's sample j with the same seed, so gains pair by problem; budget sweeps
-#      B..4B of both RL checkpoints on problems of the trained sizes and longer than B; time_rollouts.py:
+#      B..4B of both RL checkpoints on problems of the trained sizes and longer than B (not at the demo
+#      size, sizes.sh says why); time_rollouts.py:
 #      the rollout and the update of one RL-step-sized batch of each RL checkpoint at B..8B, alternating in
 #      one process: the cost per trajectory of both environments, and the budget from which Delethink's is
 #      the lower
@@ -162,9 +163,11 @@ chunks_for() { echo $((1 + ($1 - C) / (C - M))); }
 budgets=($B $((3 * B / 2)) $((2 * B)) $((3 * B)) $((4 * B)))
 lc_budgets=$(IFS=,; echo "${budgets[*]}")
 dt_chunks=$(for b in "${budgets[@]}"; do chunks_for "$b"; done | paste -sd,)
-evaluate longcot_rl "$OUT/longcot/$final" longcot "$OUT/data/eval.jsonl" "$EVAL_N" longcot.budgets=[$lc_budgets]
-evaluate delethink_rl "$OUT/delethink/$final" delethink "$OUT/data/eval.jsonl" "$EVAL_N" \
-  delethink.max_chunks=[$dt_chunks]
+if ((SWEEPS)); then
+  evaluate longcot_rl "$OUT/longcot/$final" longcot "$OUT/data/eval.jsonl" "$EVAL_N" longcot.budgets=[$lc_budgets]
+  evaluate delethink_rl "$OUT/delethink/$final" delethink "$OUT/data/eval.jsonl" "$EVAL_N" \
+    delethink.max_chunks=[$dt_chunks]
+fi
 # rollout and update of one RL-step-sized batch at budgets B, 2B, 4B, 6B, 8B (up to TIMING_TO x B), both
 # models alternating in one process, end-of-sequence ignored so every sample writes its whole budget: the
 # time measures the length, not where a model stopped

@@ -10,7 +10,7 @@ from typing import Any
 from verl.eval.summary import ALL_SOURCES
 
 
-def save_figure(fig, path: str | Path) -> None:
+def save_figure(fig, path: str | Path, dpi: int = 120) -> None:
     """Write a matplotlib figure atomically (temp file, then rename) and close it."""
     import matplotlib.pyplot as plt
 
@@ -19,7 +19,7 @@ def save_figure(fig, path: str | Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
     os.close(fd)
     try:
-        fig.savefig(tmp, dpi=120)
+        fig.savefig(tmp, dpi=dpi)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:
