@@ -64,11 +64,13 @@ def pad_rows_to_multiple(rows: Sequence[TrainRow], multiple: int) -> list[TrainR
 
 
 def flat_batch_correction_ratio(num_rows: int, num_trajectories: int) -> float:
-    """Factor turning a mean over rows into a mean over trajectories.
+    """Rows per trajectory of a step's batch (padding rows included): what turns a mean over rows
+    into a mean over trajectories.
 
-    The actor averages its per-row loss over the rows of a mini-batch; with trace-length
-    normalisation each trajectory's rows sum to that trajectory's loss, so multiplying by
-    rows / trajectories makes the batch loss the mean over trajectories.
+    With trace-length normalisation each trajectory's rows sum to that trajectory's token-mean loss;
+    that loss mode (`core_algos.TRAJECTORY_MEAN_MODE`) divides a mini-batch's row terms by its rows
+    over this ratio, its share of the trajectories, so the batch loss is the mean over trajectories.
+    The actor takes it for that mode alone; no other mode and not the critic.
     """
     if num_trajectories < 1 or num_rows < num_trajectories:
         raise ValueError(

@@ -31,6 +31,9 @@ LOSS_AGG_MODES: tuple[str, ...] = (
     "seq-mean-token-sum-norm",
     "seq-mean-token-norm-trace-length",
 )
+# the one mode that is a mean over trajectories: a trajectory's rows (Delethink: its chunks) share its
+# trace length, so its row terms add up to its token mean; it alone divides by the trajectory count
+TRAJECTORY_MEAN_MODE = "seq-mean-token-norm-trace-length"
 KL_PENALTY_TYPES: tuple[str, ...] = ("kl", "abs", "mse", "low_var_kl")
 
 # exp() of a log-ratio beyond this overflows float32 or produces useless weights; clamping keeps
@@ -310,25 +313,30 @@ def agg_loss(
     norm_length: float | None = None,
     global_num_rows: float | None = None,
     global_num_tokens: float | None = None,
+    global_num_trajectories: float | None = None,
 ) -> Tensor:
     """Reduce a [B, T] per-token loss to a scalar.
 
-    The denominators global_num_rows / global_num_tokens default to this batch's row count B and
-    token count mask.sum(). A caller that splits a mini-batch into micro-batches passes the
-    mini-batch's counts instead, so the micro-batch losses add up to exactly the mini-batch loss.
+    The denominators global_num_rows / global_num_tokens / global_num_trajectories default to this
+    batch's row count B, token count mask.sum() and row count B again (one row per trajectory). A
+    caller that splits a mini-batch into micro-batches passes the mini-batch's counts instead, so the
+    micro-batch losses add up to exactly the mini-batch loss.
 
     Rows whose mask is all zero (padding rows) add 0 to the numerator but still count in the default
     row count; pass global_num_rows to count only real rows.
 
-    Modes (n_rows, n_tokens are the denominators above; sums over t run over masked tokens):
+    Modes (n_rows, n_tokens, n_trajectories are the denominators above; sums over t run over masked
+    tokens):
       token-mean                        sum(loss) / n_tokens
       seq-mean-token-sum                sum_rows(sum_t loss) / n_rows
       seq-mean-token-mean               sum_rows(sum_t loss / tokens_in_row) / n_rows
       seq-mean-token-sum-norm           sum_rows(sum_t loss) / norm_length / n_rows   (norm_length
                                         defaults to T; usually the max response length)
-      seq-mean-token-norm-trace-length  sum_rows(sum_t loss / trace_length_row) / n_rows
-    The last is Delethink's: every chunk row of a trajectory carries the token count of the WHOLE
-    trace, so a trajectory's chunk rows together weigh like one token-mean over its full trace.
+      seq-mean-token-norm-trace-length  sum_rows(sum_t loss / trace_length_row) / n_trajectories
+    The last (TRAJECTORY_MEAN_MODE) is Delethink's: every chunk row of a trajectory carries the token
+    count of the WHOLE trace, so a trajectory's chunk rows together weigh like one token-mean over its
+    full trace, and dividing by the trajectories (not the rows) makes the loss the mean over
+    trajectories however many chunks each has. It is the only mode that reads n_trajectories.
     """
     if loss_mat.dim() != 2 or loss_mat.shape != loss_mask.shape:
         raise ValueError(
@@ -368,8 +376,13 @@ def agg_loss(
     bad_rows = (has_tokens & (trace_lengths < 1)).nonzero().flatten().tolist()
     if bad_rows:
         raise ValueError(f"trace_lengths must be >= 1 for rows with response tokens; rows {bad_rows} are not")
+    num_trajectories = (
+        num_rows
+        if global_num_trajectories is None
+        else _positive("global_num_trajectories", global_num_trajectories)
+    )
     # padding rows have row sum 0; clamping their length keeps 0 / 0 out of the sum
-    return (row_sums / trace_lengths.to(loss_mat.dtype).clamp(min=1)).sum() / num_rows
+    return (row_sums / trace_lengths.to(loss_mat.dtype).clamp(min=1)).sum() / num_trajectories
 
 
 # --------------------------------------------------------------------------------------------------

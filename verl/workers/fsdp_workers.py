@@ -358,8 +358,9 @@ class ActorRolloutRefWorker:
     ) -> dict[str, float]:
         """One step's updates: the critic's (gae), then the actor's, in one window in which a colocated
         engine has given its memory to training (rollout.free_cache_engine); the engine then takes the
-        actor's weights. The critic's share of the time comes back as timing/update_critic_s, and on
-        CUDA this rank's peak memory per phase since the last update as perf/max_memory_*."""
+        actor's weights. `correction_ratio` (the step's rows per trajectory) is the actor's alone. The
+        critic's share of the time comes back as timing/update_critic_s, and on CUDA this rank's peak
+        memory per phase since the last update as perf/max_memory_*."""
         with self.memory_peaks.phase("update"):
             metrics = self._update(batch, num_mini_batches, correction_ratio, actor=actor, critic=critic)
         return {**metrics, **self.memory_peaks.report()}
@@ -383,7 +384,7 @@ class ActorRolloutRefWorker:
             t = time.perf_counter()
             dp_critic = self._require_critic()
             with optimizer_on_device(dp_critic.optimizer, self.device, self.config.critic.fsdp_config):
-                metrics.update(dp_critic.update_critic(batch, num_mini_batches, correction_ratio))
+                metrics.update(dp_critic.update_critic(batch, num_mini_batches))
             metrics["timing/update_critic_s"] = time.perf_counter() - t
         if actor:
             with optimizer_on_device(self.optimizer, self.device, ref_cfg.actor.fsdp_config):

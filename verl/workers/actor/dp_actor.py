@@ -110,10 +110,14 @@ def mini_batch_rows(batch: dict[str, torch.Tensor], num_mini_batches: int) -> li
 
 
 def mini_batch_denominators(
-    batch: dict[str, torch.Tensor], mini_rows: list[torch.Tensor], norm_length: int
+    batch: dict[str, torch.Tensor],
+    mini_rows: list[torch.Tensor],
+    norm_length: int,
+    rows_per_trajectory: float = 1.0,
 ) -> list[dict[str, float]]:
     """Each mini-batch's loss denominators over all ranks (its rows and response tokens, in one
-    all-reduce) and the norm length, as `core_algos.agg_loss` takes them."""
+    all-reduce), the norm length and its share of the step's trajectories (its rows over the step's
+    `rows_per_trajectory`), as `core_algos.agg_loss` takes them."""
     totals = all_reduce(
         torch.tensor(
             [[len(rows), float(batch["response_mask"][rows].sum())] for rows in mini_rows],
@@ -122,7 +126,10 @@ def mini_batch_denominators(
     ).tolist()  # fmt: skip
     return [
         dict(
-            global_num_rows=max(rows, 1.0), global_num_tokens=max(tokens, 1.0), norm_length=float(norm_length)
+            global_num_rows=max(rows, 1.0),
+            global_num_tokens=max(tokens, 1.0),
+            global_num_trajectories=max(rows, 1.0) / rows_per_trajectory,
+            norm_length=float(norm_length),
         )
         for rows, tokens in totals
     ]
@@ -243,8 +250,10 @@ class DataParallelPPOActor:
     def update_policy(
         self, batch: dict[str, torch.Tensor], num_mini_batches: int, correction_ratio: float = 1.0
     ) -> dict[str, float]:
-        """PPO epochs over `num_mini_batches` optimizer steps. `correction_ratio` rescales the
-        per-row mean (Delethink's flat batch: rows / trajectories).
+        """PPO epochs over `num_mini_batches` optimizer steps. `correction_ratio` is the step's rows
+        per trajectory (`verl.core.batch.flat_batch_correction_ratio`): the trajectory-mean loss mode
+        (`core_algos.TRAJECTORY_MEAN_MODE`) divides by each mini-batch's rows over it, so Delethink's
+        flat batch of chunk rows trains on the mean over trajectories; every other mode ignores it.
 
         `batch` holds this rank's rows. Without `batch["mini_batch_index"]` (long, one per row) the
         rows split into `num_mini_batches` equal contiguous blocks, block m being the rank's share of
@@ -256,7 +265,7 @@ class DataParallelPPOActor:
             raise ValueError("update_policy got no rows: every rank needs at least one")
         mini_rows = mini_batch_rows(batch, num_mini_batches)
         device = batch["responses"].device
-        denominators_of = mini_batch_denominators(batch, mini_rows, self.norm_length)
+        denominators_of = mini_batch_denominators(batch, mini_rows, self.norm_length, correction_ratio)
         dummy_row = select_rows(batch, slice(0, 1))  # input of zero-weight passes
         self.model.train()
         step_losses: list[dict[str, float]] = []  # this rank's share of each step's loss terms
@@ -290,7 +299,7 @@ class DataParallelPPOActor:
                     mb = select_rows(mini, torch.tensor(group, device=device)) if group else dummy_row
                     counters["actor/zero_weight_micro_batches"] += 1 - weight
                     self._backward_micro_batch(
-                        trim_padding_columns(mb), denominators, correction_ratio * weight, losses, counters
+                        trim_padding_columns(mb), denominators, weight, losses, counters
                     )
                 step_losses.append(losses)
                 local["actor/lr"].append(self.optimizer.param_groups[0]["lr"])
