@@ -331,7 +331,7 @@ def time_generation(loop, sequences: int, budget: int, vocab: int, meter: Meter)
     start = time.perf_counter()
     trajectories = asyncio.run(run_agent_loops(loop, items, sampling))
     seconds = time.perf_counter() - start
-    tokens = sum(t.trace_length for t in trajectories)
+    tokens = sum(t.thinking_tokens for t in trajectories)
     return {"seconds": seconds, "tokens": tokens, "above_weights": meter.peak() - static}
 
 

@@ -128,7 +128,7 @@ def write_step(run_dir: Path, step: int, count: int, synth: Synth) -> tuple[int,
             rows.write(json.dumps(row) + "\n")
             for r in chunk_records(step, i, traj, synth.decode):
                 chunks.write(json.dumps(r) + "\n")
-            tokens += traj.trace_length
+            tokens += traj.thinking_tokens
             size += len(solution.encode())
     return tokens, size
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from verl.config import compose_config
-from verl.core import core_algos
+from verl.core import log_softmax
 from verl.tools.cost_model import PRESETS
 from verl.trainer import memory_estimate
 from verl.trainer.config_loader import load_config
@@ -138,7 +138,7 @@ def test_the_float32_chunk_is_capped_for_a_large_vocabulary():
 
 
 def test_the_chunk_size_is_the_one_the_actor_uses():
-    assert memory_estimate.LOGITS_CHUNK_BYTES == core_algos.LOGITS_CHUNK_BYTES
+    assert memory_estimate.LOGITS_CHUNK_BYTES == log_softmax.LOGITS_CHUNK_BYTES
 
 
 def test_no_checkpointing_keeps_every_blocks_activations():

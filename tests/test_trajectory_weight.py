@@ -11,7 +11,7 @@ from torch.testing import assert_close
 
 from tests.e2e_utils import DELETHINK, tiny_config
 from verl.config import ActorConfig, CriticConfig
-from verl.core import core_algos
+from verl.core import core_algos, log_softmax
 from verl.core.batch import collate_rows, flat_batch_correction_ratio, trajectory_rows
 from verl.core.trajectory import Trajectory, Turn
 from verl.models.tiny import build_model, build_tokenizer
@@ -92,7 +92,7 @@ def model():
 def actor_batch(model) -> dict[str, torch.Tensor]:
     batch = collate_rows(trajectory_rows(TRAJECTORIES, [1.0, -0.5, 0.25, 2.0, -1.0, 0.5]), 0)
     with torch.no_grad():
-        old = core_algos.log_probs_from_logits(response_logits(model, batch), batch["responses"])
+        old = log_softmax.log_probs_from_logits(response_logits(model, batch), batch["responses"])
     # every other row off-policy by a ratio of e^0.3 = 1.35 > 1 + clip_ratio_high: those tokens clip
     batch["old_log_probs"] = old - 0.3 * (torch.arange(old.shape[0])[:, None] % 2)
     return batch
@@ -109,7 +109,7 @@ def actor_update(model, batch, mode, ratio):
 
 def plain_loss_matrix(model, batch) -> torch.Tensor:
     """The PPO clipped loss per token, from one forward of every row (no micro-batches, no denominators)."""
-    log_prob = core_algos.log_probs_from_logits(response_logits(model, batch), batch["responses"])
+    log_prob = log_softmax.log_probs_from_logits(response_logits(model, batch), batch["responses"])
     return core_algos.compute_policy_loss(
         batch["old_log_probs"], log_prob, batch["advantages"], batch["response_mask"],
         clip_ratio_low=0.2, clip_ratio_high=0.2, clip_ratio_c=3.0,

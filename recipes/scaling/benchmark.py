@@ -243,7 +243,7 @@ def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[
                 thinking_length=length,
                 rollout_s=rollout_s,
                 train_s=train_s,
-                tokens=sum(tr.trace_length for tr in trajs),
+                tokens=sum(tr.thinking_tokens for tr in trajs),
                 train_tokens=train_tokens[env],
                 max_context=max_context,
                 # every trajectory's turns finish together, so each wave holds the whole batch

@@ -33,7 +33,9 @@ class Trajectory:
         return [t for turn in self.turns for t in turn.response_ids]
 
     @property
-    def trace_length(self) -> int:
+    def thinking_tokens(self) -> int:
+        """How many tokens the model sampled in all turns (the `thinking_tokens` metrics). The loss's
+        trace length, `TrainRow.trace_length`, counts the trainable turns' tokens only."""
         return sum(len(turn.response_ids) for turn in self.turns)
 
     @property

@@ -182,7 +182,7 @@ def sample_records(
                 "trace": result.solution_str,  # what was scored: every chunk's response ids decoded as one
                 "answer": extract_final_answer(result.solution_str),
                 "score": result.score,
-                "thinking_tokens": traj.trace_length,
+                "thinking_tokens": traj.thinking_tokens,
                 "num_chunks": traj.num_turns,
                 "has_eos": traj.has_eos,
             }

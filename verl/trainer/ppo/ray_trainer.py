@@ -86,7 +86,7 @@ def trajectory_metrics(prefix: str, trajectories: Sequence[Trajectory]) -> dict[
         for traj in trajectories
     ]  # fmt: skip
     return {
-        **_stats(f"{prefix}/thinking_tokens", [t.trace_length for t in trajectories]),
+        **_stats(f"{prefix}/thinking_tokens", [t.thinking_tokens for t in trajectories]),
         **_stats(f"{prefix}/num_turns", [t.num_turns for t in trajectories]),
         f"{prefix}/has_eos_rate": float(np.mean([t.has_eos for t in trajectories])),
         f"{prefix}/context_token_steps": float(np.sum(cost)),
@@ -224,7 +224,7 @@ class RayPPOTrainer:
 
         traj_metrics = trajectory_metrics("train", trajectories)
         self.cumulative["perf/cum_context_token_steps"] += traj_metrics["train/context_token_steps"]
-        self.cumulative["perf/cum_thinking_tokens"] += float(sum(t.trace_length for t in trajectories))
+        self.cumulative["perf/cum_thinking_tokens"] += float(sum(t.thinking_tokens for t in trajectories))
         self.cumulative["perf/cum_time_s"] += timing["timing/step_s"]
         return {
             "train/score_mean": float(scores.mean()),
@@ -477,7 +477,7 @@ class RayPPOTrainer:
             scores = [r.score for r in results[start:end]]
             ks = [2**i for i in range(n.bit_length())]  # 1, 2, 4, ... up to n
             per_source[item.data_source].append(problem_metrics(answers, scores, ks))
-            lengths[item.data_source] += [t.trace_length for t in trajectories[start:end]]
+            lengths[item.data_source] += [t.thinking_tokens for t in trajectories[start:end]]
         metrics = {
             f"val/{src}/{name}": float(np.mean([m[name] for m in problems]))
             for src, problems in per_source.items()

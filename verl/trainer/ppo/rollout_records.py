@@ -41,7 +41,7 @@ def trajectory_record(
         "step": step, "index": index, "data_source": item.data_source, "prompt": decode(item.prompt_ids),
         "response": solution_str, "answer": extract_final_answer(solution_str),
         "ground_truth": item.ground_truth, "score": score, "num_turns": traj.num_turns,
-        "thinking_tokens": traj.trace_length, "has_eos": traj.has_eos, **carry,
+        "thinking_tokens": traj.thinking_tokens, "has_eos": traj.has_eos, **carry,
     }  # fmt: skip
 
 

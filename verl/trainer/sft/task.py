@@ -11,7 +11,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from verl.data import shift_register
-from verl.data.synthetic import LABELS, Problem, make_problem, problem_sizes, solve
+from verl.data.synthetic import LABELS, make_problem, problem_sizes, solve
+from verl.data.task_problem import TaskProblem
 from verl.trainer.sft.batches import Pair
 from verl.trainer.sft.continuation import DelethinkExamplesConfig, continuation_example, delethink_cuts
 from verl.utils.reward_score.synthetic import compute_score
@@ -29,9 +30,6 @@ class ContinuationConfig(DelethinkExamplesConfig):
     max_size: int | None = None
 
 
-TaskProblem = (
-    Problem | shift_register.Problem
-)  # what every task's generator returns: question, response, size
 TASK_MAX_SIZE = {"running_sum": len(LABELS), "shift_register": shift_register.MAX_STEPS}
 
 

@@ -24,7 +24,7 @@ import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule
 
 from verl.config import ActorConfig
-from verl.core import core_algos
+from verl.core import core_algos, log_softmax
 from verl.core.batch import select_rows, trim_padding_columns
 from verl.workers.actor.micro_batching import (
     length_sorted_groups,
@@ -242,7 +242,7 @@ class DataParallelPPOActor:
         ):
             # an empty group keeps this rank in step with the others' forwards; its result is unused
             mb = trim_padding_columns(select_rows(batch, torch.tensor(rows or [0], device=out.device)))
-            lp = core_algos.log_probs_from_logits(self._logits(mb)[0], mb["responses"], self.temperature)
+            lp = log_softmax.log_probs_from_logits(self._logits(mb)[0], mb["responses"], self.temperature)
             if rows:
                 out[torch.tensor(rows, device=out.device), : lp.shape[1]] = lp
         return out[:, :t]
@@ -315,7 +315,7 @@ class DataParallelPPOActor:
         mask = mb["response_mask"]
         logits, forward_tokens = self._logits(mb)
         # one pass for both; the entropy's gradient is used only with an entropy bonus
-        log_prob, entropy = core_algos.log_probs_and_entropy(logits, mb["responses"], self.temperature)
+        log_prob, entropy = log_softmax.log_probs_and_entropy(logits, mb["responses"], self.temperature)
         pl = core_algos.compute_policy_loss(
             mb["old_log_probs"], log_prob, mb["advantages"], mask,
             clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
