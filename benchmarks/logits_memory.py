@@ -16,7 +16,7 @@ high-water mark (VmHWM) less its resident memory just before: the bytes the phas
 
 Phases: "old log-probs" (no grad, log-probs only) and "update" (log-probs and the entropy metric, a
 policy-gradient loss, backward). Beside each measurement of the current code the estimate's logits term
-(`verl/trainer/memory_estimate.py`) for the same positions and vocabulary; the measurement adds what
+(`verl/tools/memory_estimate.py`) for the same positions and vocabulary; the measurement adds what
 the estimate counts elsewhere (the block's activations, the parameters' gradients), a few MiB here.
 """
 
@@ -179,7 +179,7 @@ def _in_subprocess(case: tuple[str, str, str], sizes: argparse.Namespace) -> dic
 
 
 def estimate_bytes(phase: str, positions: int, vocab: int) -> float:
-    from verl.trainer.memory_estimate import MicroBatch, log_prob_logits_bytes, update_logits_bytes
+    from verl.tools.memory_estimate import MicroBatch, log_prob_logits_bytes, update_logits_bytes
 
     mb = MicroBatch(tokens=positions, positions=positions)
     if phase == "update":

@@ -5,12 +5,13 @@ import asyncio
 import pytest
 
 from verl.agent_loop import AGENT_LOOPS
-from verl.agent_loop.delethink import DelethinkAgentLoop, chunk_seed
+from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.agent_loop.manager import run_agent_loops
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
 from verl.core.delethink import DelethinkParams
 from verl.core.engine import GenerateOutput, RolloutEngine, SamplingParams
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem
+from verl.utils.seeding import chunk_seed
 
 EOS = 999
 

@@ -13,7 +13,8 @@ from verl.core import core_algos, log_softmax
 from verl.core.batch import collate_rows, trajectory_rows
 from verl.core.trajectory import Trajectory, Turn
 from verl.models.tiny import build_model, build_tokenizer
-from verl.workers.actor.dp_actor import DataParallelPPOActor, row_token_counts
+from verl.workers.actor.dp_actor import DataParallelPPOActor
+from verl.workers.data_parallel import row_token_counts
 
 ADVANTAGES = [1.0, -0.5, 0.25, 2.0, -1.0, 0.5, -2.0, 0.75]
 

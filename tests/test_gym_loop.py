@@ -13,11 +13,12 @@ from verl.agent_loop.manager import build_agent_loop, run_agent_loops
 from verl.core import log_softmax
 from verl.core.batch import collate_rows, trajectory_rows
 from verl.core.engine import SamplingParams
-from verl.data.rl_dataset import PromptItem, encode_prompt
+from verl.core.trajectory import PromptItem
+from verl.data.rl_dataset import encode_prompt
 from verl.envs import EnvRequest, make_env
 from verl.envs.plugins import import_plugins
+from verl.single_controller.fsdp_workers import eos_token_ids, load_causal_lm
 from verl.workers.actor.dp_actor import response_logits
-from verl.workers.fsdp_workers import eos_token_ids, load_causal_lm
 from verl.workers.rollout.hf_engine import HFRolloutEngine
 
 PLUGIN = Path(__file__).parent / "assets" / "gym_plugin.py"

@@ -1,5 +1,5 @@
 """The peak-memory estimate against hand computations, the refusal message, and the r1d configs'
-memory settings read back. Formulas: verl/trainer/memory_estimate.py (module docstring)."""
+memory settings read back. Formulas: verl/tools/memory_estimate.py (module docstring)."""
 
 import dataclasses
 import json
@@ -10,16 +10,15 @@ import pytest
 
 from verl.config import compose_config
 from verl.core import log_softmax
+from verl.tools import memory_estimate
 from verl.tools.cost_model import PRESETS
-from verl.trainer import memory_estimate
-from verl.trainer.config_loader import load_config
-from verl.trainer.memory_check import (
+from verl.tools.memory_check import (
     describe_memory,
     lookup_model_shape,
     settings_from_config,
     shape_from_hf_config,
 )
-from verl.trainer.memory_estimate import (
+from verl.tools.memory_estimate import (
     GIB,
     RUNTIME_OVERHEAD_GIB,
     MemorySettings,
@@ -29,6 +28,7 @@ from verl.trainer.memory_estimate import (
     log_prob_logits_bytes,
     update_logits_bytes,
 )
+from verl.trainer.config_loader import load_config
 
 OVERHEAD = RUNTIME_OVERHEAD_GIB * GIB
 # A made-up model small enough to count by hand: 2 blocks, h = 8 (2 heads of 4), 1 KV head (kv = 4),

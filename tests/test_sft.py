@@ -20,8 +20,9 @@ from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.config import ConfigError
 from verl.core.delethink import DelethinkParams
 from verl.core.engine import GenerateOutput, RolloutEngine, SamplingParams
+from verl.core.trajectory import PromptItem
 from verl.data import shift_register
-from verl.data.rl_dataset import PromptItem, encode_prompt
+from verl.data.rl_dataset import encode_prompt
 from verl.data.synthetic import solve
 from verl.models.tiny import build_model, build_tokenizer, save_tiny
 from verl.trainer import main_sft

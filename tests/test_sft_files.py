@@ -25,7 +25,8 @@ from tests.test_sft import ReplayEngine
 from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.config import ConfigError
 from verl.core.engine import SamplingParams
-from verl.data.rl_dataset import DataError, PromptItem, encode_prompt
+from verl.core.trajectory import PromptItem
+from verl.data.rl_dataset import DataError, encode_prompt
 from verl.models.tiny import build_model, build_tokenizer, save_tiny
 from verl.trainer import main_sft
 from verl.trainer.sft import batches

@@ -10,7 +10,6 @@ from tests.test_dp_actor import actor_config, make_batch, make_shared_batch, upd
 from verl.core import log_softmax
 from verl.models.tiny import build_model, build_tokenizer
 from verl.workers.actor.dp_actor import DataParallelPPOActor, response_logits
-from verl.workers.actor.micro_batching import consecutive_groups, prompt_sorted_groups
 from verl.workers.actor.shared_prefix import (
     SHARED_PREFIX_ATTENTION,
     PrefixPlan,
@@ -18,6 +17,7 @@ from verl.workers.actor.shared_prefix import (
     prompt_ids,
     shared_prefix_response_logits,
 )
+from verl.workers.micro_batching import consecutive_groups, prompt_sorted_groups
 
 
 @pytest.fixture(scope="module")

@@ -157,7 +157,7 @@ def test_trace_length_actor_loss_is_the_mean_over_trajectories_of_their_token_me
 
 @pytest.fixture(scope="module")
 def value_model(tiny_assets):
-    from verl.workers.fsdp_workers import load_value_model
+    from verl.single_controller.fsdp_workers import load_value_model
 
     torch.manual_seed(0)
     return load_value_model(str(tiny_assets / "model"))
@@ -190,7 +190,7 @@ def test_token_mean_critic_gradient_on_a_delethink_batch_is_the_plain_token_mean
 def test_the_worker_gives_the_ratio_to_the_trajectory_mean_actor_loss_alone(tiny_assets, tmp_path):
     """The whole path (worker.update with the critic and the actor): with token-mean on both, the ratio
     changes nothing; the same update with ratio 1 and with ratio 1.5 from the same saved state."""
-    from verl.workers.fsdp_workers import ActorRolloutRefWorker
+    from verl.single_controller.fsdp_workers import ActorRolloutRefWorker
 
     token_mean = ("actor_rollout_ref.actor.loss_agg_mode=token-mean", "algorithm.adv_estimator=gae")
     worker = ActorRolloutRefWorker(
@@ -225,7 +225,7 @@ def load_causal_lm_of(assets):
 def test_the_delethink_trainer_logs_the_ratio_only_for_the_trajectory_mean_mode(
     tiny_assets, tmp_path, mode, logged
 ):
-    from verl.data.rl_dataset import PromptItem
+    from verl.core.trajectory import PromptItem
     from verl.trainer.delethink_ppo.ray_trainer import RayDelethinkTrainer
 
     config = tiny_config(

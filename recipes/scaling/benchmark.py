@@ -38,8 +38,7 @@ from verl.config import ActorConfig
 from verl.core.batch import collate_rows, flat_batch_correction_ratio, trajectory_rows
 from verl.core.delethink import DelethinkParams
 from verl.core.engine import SamplingParams
-from verl.core.trajectory import Trajectory
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem, Trajectory
 from verl.models.tiny import build_model, build_tokenizer
 from verl.utils.peak_memory import peak_rss, reset_peak_rss
 from verl.workers.actor.dp_actor import DataParallelPPOActor

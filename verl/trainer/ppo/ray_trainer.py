@@ -45,9 +45,9 @@ from verl.core.batch import (
     trajectory_rows,
 )
 from verl.core.metric_utils import problem_metrics
-from verl.core.trajectory import Trajectory
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem, Trajectory
 from verl.envs.report import CompletionsLog, completion_records, env_metrics
+from verl.single_controller.sharded_group import ShardedWorkerGroup
 from verl.trainer.ppo import dynamic_sampling
 from verl.trainer.ppo.rollout_records import carry_sizes, chunk_records, trajectory_record
 from verl.trainer.ppo.rollout_source import make_rollout_source
@@ -58,7 +58,6 @@ from verl.utils.fs import atomic_write_jsonl, atomic_write_text
 from verl.utils.reward_score.boxed import extract_final_answer
 from verl.utils.seeding import derive_seed
 from verl.utils.tracking import Tracking
-from verl.workers.sharded_group import ShardedWorkerGroup
 
 # remax's greedy rollouts draw nothing, but a seed of their own keeps them off the engine's seed generator,
 # which seedless requests draw from

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from verl.config import PolicyIterationConfig
-from verl.core.trajectory import Trajectory
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem, Trajectory
 from verl.utils.reward_score.boxed import extract_final_answer
 
 Decode = Callable[[list[int]], str]

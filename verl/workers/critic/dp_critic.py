@@ -17,7 +17,7 @@ import torch.distributed as dist
 from verl.config import CriticConfig
 from verl.core import core_algos
 from verl.core.batch import select_rows, trim_padding_columns
-from verl.workers.actor.dp_actor import (
+from verl.workers.data_parallel import (
     all_reduce,
     mini_batch_denominators,
     mini_batch_rows,
@@ -25,7 +25,7 @@ from verl.workers.actor.dp_actor import (
     row_token_counts,
     sum_gradients_over_ranks,
 )
-from verl.workers.actor.micro_batching import length_sorted_groups, partition_by_token_budget, split_to_count
+from verl.workers.micro_batching import length_sorted_groups, partition_by_token_budget, split_to_count
 
 # per-token statistics reported as token-weighted means over all ranks
 TOKEN_STATS = ("critic/vf_clipfrac", "critic/vpred_mean")

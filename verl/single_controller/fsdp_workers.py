@@ -2,7 +2,7 @@
 
 It holds one FSDP2 shard of the policy with its optimizer, a rollout engine with a full copy of the
 weights (refreshed in place after every update), the agent loop that drives the engine, and an
-optional frozen reference policy for a KL loss. `verl.workers.worker_group` runs N of them as Ray
+optional frozen reference policy for a KL loss. `verl.single_controller.worker_group` runs N of them as Ray
 actors; the driver calls them with plain data. Construction is cheap; `init_model` joins the process
 group and loads the models, so the group can learn rank 0's address first.
 
@@ -46,8 +46,7 @@ from transformers import (
 from verl.agent_loop.manager import build_agent_loop, run_agent_loops
 from verl.config import FSDPConfig, OptimConfig, PolicyIterationConfig
 from verl.core.engine import GenerateOutput, SamplingParams
-from verl.core.trajectory import Trajectory
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem, Trajectory
 from verl.envs.base import close_open_envs
 from verl.envs.plugins import import_plugins
 from verl.models import lora

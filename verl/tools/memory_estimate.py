@@ -1,6 +1,6 @@
 """Peak GPU memory per rank of an RL run, from numbers a config gives: pure arithmetic, no torch.
 
-A worker (`verl/workers/fsdp_workers.py`) holds an FSDP2 shard of the policy next to a rollout
+A worker (`verl/single_controller/fsdp_workers.py`) holds an FSDP2 shard of the policy next to a rollout
 engine and goes through three phases every step, each with its own peak; the estimate is the largest:
 
   rollout        the engine generates; the trainer keeps only what survives between steps
