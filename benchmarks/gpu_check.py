@@ -13,7 +13,7 @@ memory and speed do not depend on the weights' values.
    (`DataParallelPPOActor`: old log-probs, then a PPO update) on R1-Distill-Qwen-1.5B's dimensions,
    FSDP2 on one rank, with and without gradient checkpointing. Each phase's peak (the CUDA allocator's
    max_memory_allocated) is set next to DRY_RUN's estimate for that config on one GPU
-   (`verl/trainer/memory_estimate.py`), term by term where a term can be measured on its own: the
+   (`verl/tools/memory_estimate.py`), term by term where a term can be measured on its own: the
    weights shard from the allocator, the gradients and Adam moments by counting their tensors, the rest
    (gathered weights, activations, logits) as one remainder. The estimate's engine and runtime-overhead
    terms have no counterpart here and are left out. A case that runs out of memory says so.
@@ -57,18 +57,17 @@ from verl.config import PolicyIterationConfig, compose_config
 from verl.core.batch import collate_rows, trajectory_rows
 from verl.core.delethink import DelethinkParams
 from verl.core.engine import SamplingParams
-from verl.core.trajectory import Trajectory, Turn
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem, Trajectory, Turn
 from verl.data.synthetic import write_dataset
 from verl.models.tiny import save_tiny
+from verl.single_controller.fsdp_workers import free_port, make_optimizer, shard_model
+from verl.tools.memory_check import KNOWN_MODELS, settings_from_config, shape_from_hf_config
+from verl.tools.memory_estimate import GIB, estimate_memory
 from verl.trainer.config_loader import load_config
 from verl.trainer.launch import run
-from verl.trainer.memory_check import KNOWN_MODELS, settings_from_config, shape_from_hf_config
-from verl.trainer.memory_estimate import GIB, estimate_memory
 from verl.utils.fs import read_jsonl
 from verl.utils.peak_memory import current_rss, peak_rss, reset_peak_rss
 from verl.workers.actor.dp_actor import DataParallelPPOActor
-from verl.workers.fsdp_workers import free_port, make_optimizer, shard_model
 from verl.workers.rollout.hf_engine import HFRolloutEngine
 
 PAPER_MODEL = "deepseek-ai/deepseek-r1-distill-qwen-1.5b"  # a KNOWN_MODELS key: the dims DRY_RUN uses
@@ -331,7 +330,7 @@ def time_generation(loop, sequences: int, budget: int, vocab: int, meter: Meter)
     start = time.perf_counter()
     trajectories = asyncio.run(run_agent_loops(loop, items, sampling))
     seconds = time.perf_counter() - start
-    tokens = sum(t.trace_length for t in trajectories)
+    tokens = sum(t.thinking_tokens for t in trajectories)
     return {"seconds": seconds, "tokens": tokens, "above_weights": meter.peak() - static}
 
 

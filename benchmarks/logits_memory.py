@@ -12,11 +12,11 @@ high-water mark (VmHWM) less its resident memory just before: the bytes the phas
 - before: the LM head over every token, the response positions' logits copied to float32, the
   log-probs one row at a time through logsumexp, the entropy metric over the whole float32 tensor.
 - now: `response_logits` / `packed_response_logits` (the LM head on the response positions only, in
-  the model's dtype) and `core_algos.log_probs_and_entropy` (chunks of positions in float32).
+  the model's dtype) and `log_softmax.log_probs_and_entropy` (chunks of positions in float32).
 
 Phases: "old log-probs" (no grad, log-probs only) and "update" (log-probs and the entropy metric, a
 policy-gradient loss, backward). Beside each measurement of the current code the estimate's logits term
-(`verl/trainer/memory_estimate.py`) for the same positions and vocabulary; the measurement adds what
+(`verl/tools/memory_estimate.py`) for the same positions and vocabulary; the measurement adds what
 the estimate counts elsewhere (the block's activations, the parameters' gradients), a few MiB here.
 """
 
@@ -124,7 +124,7 @@ def _batch(rows: int, prompt: int, response: int, vocab_size: int) -> dict:
 def _run_phase(code: str, phase: str, packed: bool, model, batch: dict) -> None:
     import torch
 
-    from verl.core import core_algos
+    from verl.core import core_algos, log_softmax
     from verl.workers.actor.dp_actor import response_logits
     from verl.workers.actor.packing import packed_response_logits
 
@@ -139,9 +139,9 @@ def _run_phase(code: str, phase: str, packed: bool, model, batch: dict) -> None:
         else:
             logits = (packed_response_logits if packed else response_logits)(model, batch)
             if phase == "update":
-                log_probs, entropy = core_algos.log_probs_and_entropy(logits, labels, TEMPERATURE)
+                log_probs, entropy = log_softmax.log_probs_and_entropy(logits, labels, TEMPERATURE)
             else:
-                log_probs = core_algos.log_probs_from_logits(logits, labels, TEMPERATURE)
+                log_probs = log_softmax.log_probs_from_logits(logits, labels, TEMPERATURE)
         if phase == "update":
             float(core_algos.masked_mean(entropy.detach(), mask))  # the metric
             loss = -(log_probs * batch["advantages"] * mask).sum() / mask.sum()
@@ -179,7 +179,7 @@ def _in_subprocess(case: tuple[str, str, str], sizes: argparse.Namespace) -> dic
 
 
 def estimate_bytes(phase: str, positions: int, vocab: int) -> float:
-    from verl.trainer.memory_estimate import MicroBatch, log_prob_logits_bytes, update_logits_bytes
+    from verl.tools.memory_estimate import MicroBatch, log_prob_logits_bytes, update_logits_bytes
 
     mb = MicroBatch(tokens=positions, positions=positions)
     if phase == "update":

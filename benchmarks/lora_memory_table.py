@@ -1,5 +1,5 @@
 """Which paper config fits which GPU with LoRA and not without: the DRY_RUN memory estimate (formulas in
-verl/trainer/memory_estimate.py, never measured on a GPU here), for each r1d-1.5b config on 1 or 8 GPUs
+verl/tools/memory_estimate.py, never measured on a GPU here), for each r1d-1.5b config on 1 or 8 GPUs
 of a node, full fine-tuning against LoRA (rank 32 on every linear layer).
 
     .venv/bin/python benchmarks/lora_memory_table.py [--rank 32]
@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 
 from verl.config import compose_config
+from verl.tools.memory_check import lookup_model_shape, settings_from_config
+from verl.tools.memory_estimate import GIB, estimate_memory
 from verl.trainer.config_loader import load_config
-from verl.trainer.memory_check import lookup_model_shape, settings_from_config
-from verl.trainer.memory_estimate import GIB, estimate_memory
 
 CONFIGS = {
     "LongCoT-8K": "r1d-1.5b_deepscaler_longcot_8k",

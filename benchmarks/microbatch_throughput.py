@@ -39,7 +39,7 @@ from verl.core.batch import TrainRow, collate_rows, select_rows
 from verl.data.shift_register import make_problem
 from verl.models.tiny import build_model, build_tokenizer
 from verl.workers.actor.dp_actor import DataParallelPPOActor
-from verl.workers.actor.micro_batching import length_sorted_groups
+from verl.workers.micro_batching import length_sorted_groups
 
 MIN_STEPS, MAX_STEPS = 14, 56  # the testbed's RL problem sizes
 

@@ -46,7 +46,7 @@ from verl.core.batch import TrainRow, collate_rows, select_rows  # noqa: E402
 from verl.core.delethink import DelethinkParams  # noqa: E402
 from verl.models.tiny import build_model, build_tokenizer  # noqa: E402
 from verl.workers.actor.dp_actor import DataParallelPPOActor  # noqa: E402
-from verl.workers.actor.micro_batching import length_sorted_groups  # noqa: E402
+from verl.workers.micro_batching import length_sorted_groups  # noqa: E402
 
 TESTBED_DELETHINK = DelethinkParams(chunk_size=128, keep_head=9, keep_tail=55, max_chunks=7)
 VARIANTS = ("padded", "shared")

@@ -32,9 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests/ is not installed; the Chromium driver lives there
 
 from tests.chromium_cdp import Chromium, chromium_binary  # noqa: E402
-from verl.core.trajectory import Trajectory, Turn  # noqa: E402
+from verl.core.trajectory import (  # noqa: E402
+    PromptItem,  # noqa: E402
+    Trajectory,
+    Turn,
+)
 from verl.core.trimmers import progressive_trim  # noqa: E402
-from verl.data.rl_dataset import PromptItem  # noqa: E402
 from verl.models.tiny import build_tokenizer  # noqa: E402
 from verl.tools.viewer.__main__ import main as viewer_main  # noqa: E402
 from verl.trainer.ppo.rollout_records import chunk_records, trajectory_record  # noqa: E402
@@ -128,7 +131,7 @@ def write_step(run_dir: Path, step: int, count: int, synth: Synth) -> tuple[int,
             rows.write(json.dumps(row) + "\n")
             for r in chunk_records(step, i, traj, synth.decode):
                 chunks.write(json.dumps(r) + "\n")
-            tokens += traj.trace_length
+            tokens += traj.thinking_tokens
             size += len(solution.encode())
     return tokens, size
 

@@ -8,7 +8,7 @@
 # Under SLURM: NODE_RANK=$SLURM_NODEID HEAD_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
 # Hydra overrides go to the driver on node 0 (e.g. data.train_files=/data/deepscaler.jsonl).
 #
-# Ranks are placed node by node (verl/workers/placement.py): ranks 0..GPUS_PER_NODE-1 on node 0 (the
+# Ranks are placed node by node (verl/single_controller/placement.py): ranks 0..GPUS_PER_NODE-1 on node 0 (the
 # driver's), the next GPUS_PER_NODE on another node, and so on; the driver prints the rank -> node table
 # at start-up. A cluster that cannot hold trainer.nnodes x trainer.n_gpus_per_node ranks stops the run
 # at once with one line saying what it has. If a node is lost mid-run, the driver stops with one line

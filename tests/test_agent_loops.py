@@ -5,12 +5,13 @@ import asyncio
 import pytest
 
 from verl.agent_loop import AGENT_LOOPS
-from verl.agent_loop.delethink import DelethinkAgentLoop, chunk_seed
+from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.agent_loop.manager import run_agent_loops
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
 from verl.core.delethink import DelethinkParams
 from verl.core.engine import GenerateOutput, RolloutEngine, SamplingParams
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem
+from verl.utils.seeding import chunk_seed
 
 EOS = 999
 
@@ -69,7 +70,7 @@ def test_delethink_chunks_budgets_and_carry_over():
     traj = run(loop, budget=10)
     assert [len(t.response_ids) for t in traj.turns] == [10, 5, 5, 5]
     # budget formula C + (I-1)(C-m) = 10 + 3*5 = 25, every token used since no EOS
-    assert traj.trace_length == 25 and traj.response_ids == list(range(1, 26))
+    assert traj.thinking_tokens == 25 and traj.response_ids == list(range(1, 26))
     # chunk 2 prompt: question + first 2 thinking tokens + last 3 of the 10 so far
     assert traj.turns[1].prompt_ids == QUESTION + [1, 2, 8, 9, 10]
     # chunk 3: thinking so far is 1..15 -> head [1, 2] (always the first tokens), tail [13, 14, 15]
@@ -89,7 +90,7 @@ def test_delethink_budgets_come_from_its_params():
     )
     traj = run(DelethinkAgentLoop(engine, params), budget=99)
     assert [sp.max_new_tokens for _, sp in engine.requests] == [10, 4, 4]
-    assert traj.trace_length == params.thinking_budget == 10 + 2 * 4
+    assert traj.thinking_tokens == params.thinking_budget == 10 + 2 * 4
 
 
 def test_delethink_stops_at_eos():
@@ -131,7 +132,7 @@ def test_manager_runs_all_in_order():
         )
     )
     assert [t.turns[0].prompt_ids for t in trajs] == prompts
-    assert [t.trace_length for t in trajs] == [1, 2, 3]
+    assert [t.thinking_tokens for t in trajs] == [1, 2, 3]
     with pytest.raises(ValueError, match="3 items but 1 sampling"):
         asyncio.run(
             run_agent_loops(

@@ -18,6 +18,7 @@ from tests.test_local_launcher import REPO, _is_timing, assert_refused
 from tests.test_memory_estimate import SMALL
 from tests.test_tracking_and_checkpoint import commit
 from verl.config import ConfigError, compose_config
+from verl.tools.memory_check import shape_from_hf_config
 from verl.trainer.config_loader import load_config
 from verl.trainer.disk_check import (
     CheckpointSize,
@@ -31,7 +32,6 @@ from verl.trainer.disk_check import (
     value_model_params,
 )
 from verl.trainer.launch import run
-from verl.trainer.memory_check import shape_from_hf_config
 from verl.utils import checkpoint
 from verl.utils.fs import read_jsonl
 

@@ -7,13 +7,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from tests.test_core_algos import reference_log_probs_and_entropy
+from tests.test_log_softmax import reference_log_probs_and_entropy
 from verl.config import ActorConfig
-from verl.core import core_algos
+from verl.core import core_algos, log_softmax
 from verl.core.batch import collate_rows, trajectory_rows
 from verl.core.trajectory import Trajectory, Turn
 from verl.models.tiny import build_model, build_tokenizer
-from verl.workers.actor.dp_actor import DataParallelPPOActor, row_token_counts
+from verl.workers.actor.dp_actor import DataParallelPPOActor
+from verl.workers.data_parallel import row_token_counts
 
 ADVANTAGES = [1.0, -0.5, 0.25, 2.0, -1.0, 0.5, -2.0, 0.75]
 
@@ -224,7 +225,7 @@ def test_log_probs_entropy_and_parameter_gradients_equal_the_float32_path(
         return log_probs[real], entropy[real], torch.autograd.grad(loss, list(m.parameters()))
 
     new = results(
-        lambda b: core_algos.log_probs_and_entropy(actor._logits(b)[0], b["responses"], temperature)
+        lambda b: log_softmax.log_probs_and_entropy(actor._logits(b)[0], b["responses"], temperature)
     )
     actor.model = FullLogitsInFloat32(m)
     old = results(lambda b: reference_log_probs_and_entropy(actor._logits(b)[0], b["responses"], temperature))

@@ -25,8 +25,9 @@ from tests.test_dp_actor import actor_config, make_batch, make_shared_batch
 from verl.core.batch import select_rows
 from verl.models import lora
 from verl.models.tiny import build_model, build_tokenizer
-from verl.workers.actor.dp_actor import DataParallelPPOActor, row_token_counts
-from verl.workers.actor.micro_batching import balanced_update_shards
+from verl.workers.actor.dp_actor import DataParallelPPOActor
+from verl.workers.data_parallel import row_token_counts
+from verl.workers.micro_batching import balanced_update_shards
 
 WORLD_SIZE = 2
 NUM_MINI_BATCHES = 2
@@ -64,7 +65,7 @@ def run_case(case: dict, batch: dict, log_prob_rows: list[int], update_rows: lis
     if case.get("lora"):
         model = lora_policy(model)
     if dist.is_initialized():
-        from verl.workers.fsdp_workers import shard_model
+        from verl.single_controller.fsdp_workers import shard_model
 
         shard_model(model, dist.device_mesh.init_device_mesh("cpu", (WORLD_SIZE,)))
     actor = new_actor(case, model)
@@ -96,7 +97,7 @@ def rank_main(rank: int, port: int, workdir: str) -> None:
 
 
 def make_cases(batch: dict, shared_batch: dict) -> dict:
-    from verl.workers.sharded_group import update_shard_indices
+    from verl.single_controller.sharded_group import update_shard_indices
 
     n = batch["responses"].shape[0]
     tokens = row_token_counts(batch)
@@ -144,7 +145,7 @@ def make_cases(batch: dict, shared_batch: dict) -> dict:
 
 
 def test_two_ranks_take_the_one_process_step(tmp_path):
-    from verl.workers.fsdp_workers import free_port
+    from verl.single_controller.fsdp_workers import free_port
 
     model = build_model(build_tokenizer(), seed=0)
     actor = DataParallelPPOActor(model, None, actor_config(), 1.0, 8)

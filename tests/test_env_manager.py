@@ -261,7 +261,7 @@ def test_spread_deals_slots_round_robin():
 
 def test_an_engine_error_fails_the_loop_instead_of_being_swallowed(tiny_assets, ray_session, engine):
     from verl.agent_loop.single_turn import SingleTurnAgentLoop
-    from verl.data.rl_dataset import PromptItem
+    from verl.core.trajectory import PromptItem
 
     scheduler = ray.remote(EpisodeScheduler).options(num_cpus=0).remote()
     dataset = (

@@ -16,8 +16,8 @@ from verl.agent_loop.single_turn import SingleTurnAgentLoop
 from verl.config import ConfigError
 from verl.core.batch import collate_rows, trajectory_rows
 from verl.core.engine import GenerateOutput, RolloutEngine, SamplingParams
-from verl.core.trajectory import Trajectory, Turn
-from verl.data.rl_dataset import PromptItem, encode_prompt, load_prompts
+from verl.core.trajectory import PromptItem, Trajectory, Turn
+from verl.data.rl_dataset import encode_prompt, load_prompts
 from verl.envs import (
     CONTEXT_MANAGERS,
     ENVS,

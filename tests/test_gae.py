@@ -163,7 +163,7 @@ def test_value_loss_checks_shapes_and_the_clip_range():
 
 @pytest.fixture(scope="module")
 def value_model(tiny_assets):
-    from verl.workers.fsdp_workers import load_value_model
+    from verl.single_controller.fsdp_workers import load_value_model
 
     torch.manual_seed(0)
     return load_value_model(str(tiny_assets / "model"))

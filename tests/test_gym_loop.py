@@ -10,14 +10,15 @@ from transformers import AutoTokenizer
 from tests.e2e_utils import tiny_config
 from verl.agent_loop.gym import run_episode
 from verl.agent_loop.manager import build_agent_loop, run_agent_loops
-from verl.core import core_algos
+from verl.core import log_softmax
 from verl.core.batch import collate_rows, trajectory_rows
 from verl.core.engine import SamplingParams
-from verl.data.rl_dataset import PromptItem, encode_prompt
+from verl.core.trajectory import PromptItem
+from verl.data.rl_dataset import encode_prompt
 from verl.envs import EnvRequest, make_env
 from verl.envs.plugins import import_plugins
+from verl.single_controller.fsdp_workers import eos_token_ids, load_causal_lm
 from verl.workers.actor.dp_actor import response_logits
-from verl.workers.fsdp_workers import eos_token_ids, load_causal_lm
 from verl.workers.rollout.hf_engine import HFRolloutEngine
 
 PLUGIN = Path(__file__).parent / "assets" / "gym_plugin.py"
@@ -72,7 +73,7 @@ def test_train_on_last_vs_all_and_observations_never_in_the_loss(tiny):
     rows_all = trajectory_rows([every], [1.0])
     assert len(rows_last) == 1 and rows_last[0].response_ids == last.turns[-1].response_ids
     assert rows_last[0].trace_length == len(last.turns[-1].response_ids)  # normalised by trained tokens
-    assert len(rows_all) == 3 and rows_all[0].trace_length == every.trace_length
+    assert len(rows_all) == 3 and rows_all[0].trace_length == every.thinking_tokens
 
     retry = ids(tokenizer, f"<|user|>{RETRY}")
     for rows, turns in ((rows_last, last.turns[-1:]), (rows_all, every.turns)):
@@ -132,7 +133,7 @@ def test_observation_tokens_get_no_gradient(tiny, tiny_assets):
         captured.append(output)
 
     handle = model.model.norm.register_forward_hook(keep_hidden)
-    log_probs = core_algos.log_probs_from_logits(response_logits(model, batch), batch["responses"])
+    log_probs = log_softmax.log_probs_from_logits(response_logits(model, batch), batch["responses"])
     (-(log_probs * batch["response_mask"]).sum()).backward()
     handle.remove()
     has_grad = captured[0].grad.abs().sum(-1) > 0  # [rows, positions]

@@ -601,7 +601,7 @@ def test_delethink_chunks_reuse_the_question_and_head_and_sample_the_same_tokens
     from verl.agent_loop.delethink import DelethinkAgentLoop
     from verl.agent_loop.manager import run_agent_loops
     from verl.core.delethink import DelethinkParams
-    from verl.data.rl_dataset import PromptItem
+    from verl.core.trajectory import PromptItem
 
     model = make_model()
     params = DelethinkParams(chunk_size=16, keep_head=4, keep_tail=4, max_chunks=4)

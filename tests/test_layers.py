@@ -50,3 +50,15 @@ def test_a_circle_inside_a_package_breaks_the_acyclic_contract(tmp_path):
     result = lint_imports(tree)
     assert result.returncode != 0
     assert "no import circle inside any package BROKEN" in result.stdout
+
+
+def test_a_circle_between_two_folders_breaks_the_acyclic_contract(tmp_path):
+    """The folders of verl/ are siblings too: an engine importing the worker groups above it closes a
+    circle between verl/workers/ and verl/single_controller/, whichever modules it goes through."""
+    tree = _copy_package(tmp_path)
+    sampler = tree / "verl" / "workers" / "rollout" / "sampler.py"
+    sampler.write_text(sampler.read_text() + "\nfrom verl.single_controller import placement  # noqa\n")
+    result = lint_imports(tree)
+    assert result.returncode != 0
+    assert "No cycles are allowed in verl.\n" in result.stdout
+    assert "- .workers -> .single_controller (1 import)" in result.stdout

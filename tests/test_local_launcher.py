@@ -14,10 +14,10 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from tests.e2e_utils import DELETHINK, asset_paths, tiny_config
+from verl.single_controller.worker_group import cpu_threads_per_rank
 from verl.trainer.launch import run
 from verl.trainer.resume import config_differences
 from verl.utils.fs import read_jsonl
-from verl.workers.worker_group import cpu_threads_per_rank
 
 REPO = Path(__file__).parents[1]
 MODES = {"tiny_longcot": ("data.max_response_length=24",), "tiny_delethink": DELETHINK}

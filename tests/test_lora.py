@@ -12,9 +12,9 @@ from transformers import AutoModelForCausalLM
 from tests.e2e_utils import tiny_config
 from verl.core.batch import collate_rows, trajectory_rows
 from verl.core.engine import SamplingParams
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem
 from verl.models import lora
-from verl.workers.fsdp_workers import ActorRolloutRefWorker
+from verl.single_controller.fsdp_workers import ActorRolloutRefWorker
 
 pytestmark = pytest.mark.slow
 

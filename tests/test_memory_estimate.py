@@ -1,5 +1,5 @@
 """The peak-memory estimate against hand computations, the refusal message, and the r1d configs'
-memory settings read back. Formulas: verl/trainer/memory_estimate.py (module docstring)."""
+memory settings read back. Formulas: verl/tools/memory_estimate.py (module docstring)."""
 
 import dataclasses
 import json
@@ -9,17 +9,16 @@ from pathlib import Path
 import pytest
 
 from verl.config import compose_config
-from verl.core import core_algos
+from verl.core import log_softmax
+from verl.tools import memory_estimate
 from verl.tools.cost_model import PRESETS
-from verl.trainer import memory_estimate
-from verl.trainer.config_loader import load_config
-from verl.trainer.memory_check import (
+from verl.tools.memory_check import (
     describe_memory,
     lookup_model_shape,
     settings_from_config,
     shape_from_hf_config,
 )
-from verl.trainer.memory_estimate import (
+from verl.tools.memory_estimate import (
     GIB,
     RUNTIME_OVERHEAD_GIB,
     MemorySettings,
@@ -29,6 +28,7 @@ from verl.trainer.memory_estimate import (
     log_prob_logits_bytes,
     update_logits_bytes,
 )
+from verl.trainer.config_loader import load_config
 
 OVERHEAD = RUNTIME_OVERHEAD_GIB * GIB
 # A made-up model small enough to count by hand: 2 blocks, h = 8 (2 heads of 4), 1 KV head (kv = 4),
@@ -138,7 +138,7 @@ def test_the_float32_chunk_is_capped_for_a_large_vocabulary():
 
 
 def test_the_chunk_size_is_the_one_the_actor_uses():
-    assert memory_estimate.LOGITS_CHUNK_BYTES == core_algos.LOGITS_CHUNK_BYTES
+    assert memory_estimate.LOGITS_CHUNK_BYTES == log_softmax.LOGITS_CHUNK_BYTES
 
 
 def test_no_checkpointing_keeps_every_blocks_activations():

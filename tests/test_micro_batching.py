@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from verl.workers.actor.micro_batching import (
+from verl.workers.micro_batching import (
     balance_rows_across_ranks,
     balanced_partition,
     balanced_update_shards,

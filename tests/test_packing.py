@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tests.test_dp_actor import actor_config, make_batch, update
-from verl.core import core_algos
+from verl.core import log_softmax
 from verl.core.batch import select_rows
 from verl.models.tiny import build_model, build_tokenizer
 from verl.workers.actor.dp_actor import DataParallelPPOActor, response_logits
@@ -47,7 +47,7 @@ def test_rows_do_not_see_each_other(model):
     r = int(two["attention_mask"][1, -two["responses"].shape[1] :].sum())
     torch.testing.assert_close(a[1, :r], b[1, :r], atol=1e-5, rtol=0)
     torch.testing.assert_close(a[1, :r], alone[0, :r], atol=1e-5, rtol=0)
-    lp = core_algos.log_probs_from_logits(a[1:, :r], two["responses"][1:, :r])
+    lp = log_softmax.log_probs_from_logits(a[1:, :r], two["responses"][1:, :r])
     assert torch.isfinite(lp).all()
 
 

@@ -1,14 +1,13 @@
-"""Where ranks run (verl/workers/placement.py) and how a run finds its cluster (verl/trainer/cluster.py):
-the node choice, its refusals and tables, by hand; the cluster checks against real sockets. The Ray
-side runs in tests/test_multi_node.py."""
+"""Where ranks run (verl/single_controller/placement.py) and how a run finds its cluster
+(verl/trainer/cluster.py): the node choice, its refusals and tables, by hand; the cluster checks against
+real sockets. The Ray side runs in tests/test_multi_node.py."""
 
 import socket
 import time
 
 import pytest
 
-from verl.trainer import cluster
-from verl.workers.placement import (
+from verl.single_controller.placement import (
     Node,
     PlacementError,
     choose_nodes,
@@ -17,6 +16,7 @@ from verl.workers.placement import (
     describe_placement,
     rank_ranges,
 )
+from verl.trainer import cluster
 
 CLUSTER = "the Ray cluster at 10.0.0.1:6379"
 

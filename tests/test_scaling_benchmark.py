@@ -37,7 +37,7 @@ def test_quick_benchmark_measures_equal_thinking_lengths(tmp_path, capsys):
             assert len(traj.turns[0].response_ids) == length
         for traj in trajectories[("Delethink", length)]:
             assert [len(t.response_ids) for t in traj.turns] == [48] + [32] * (num_chunks - 1)
-            assert traj.trace_length == length
+            assert traj.thinking_tokens == length
             # later chunks restart from the question plus the 16 carried thinking tokens
             later_prompt = PROMPT_LEN + HEAD + TAIL
             assert [len(t.prompt_ids) for t in traj.turns] == [PROMPT_LEN] + [later_prompt] * (num_chunks - 1)

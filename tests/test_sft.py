@@ -18,10 +18,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.config import ConfigError
+from verl.config import sft as sft_config
 from verl.core.delethink import DelethinkParams
 from verl.core.engine import GenerateOutput, RolloutEngine, SamplingParams
+from verl.core.trajectory import PromptItem
 from verl.data import shift_register
-from verl.data.rl_dataset import PromptItem, encode_prompt
+from verl.data.rl_dataset import encode_prompt
 from verl.data.synthetic import solve
 from verl.models.tiny import build_model, build_tokenizer, save_tiny
 from verl.trainer import main_sft
@@ -71,13 +73,13 @@ def test_encode_example_is_chat_prompt_then_reference_response_and_eos(tokenizer
 
 
 def test_training_problems_follow_the_task_config():
-    task = sft_task.TaskConfig(min_size=2, max_size=3, zero_prob=1.0)
+    task = sft_config.TaskConfig(min_size=2, max_size=3, zero_prob=1.0)
     rng = random.Random(0)
     problems = [sft_task.draw_training_problem(rng, task) for _ in range(50)]
     assert {p.num_terms for p in problems} == {p.size for p in problems} == {2, 3}
     assert all(p.answer == "0" and set(p.question) <= set("abc0 ") for p in problems)
     # the shift register: sizes are steps; a larger max_size (continuation problems) widens the range
-    task = sft_task.TaskConfig(name="shift_register", min_size=4, max_size=6)
+    task = sft_config.TaskConfig(name="shift_register", min_size=4, max_size=6)
     problems = [sft_task.draw_training_problem(rng, task) for _ in range(50)]
     assert {p.num_steps for p in problems} == {4, 5, 6}
     assert all(p == shift_register.solve(p.question[:4], p.num_steps) for p in problems)
@@ -126,7 +128,7 @@ def test_continuation_prompts_are_the_prompts_the_delethink_loop_sends(tokenizer
     prompt, target = sft_task.encode_example(tokenizer, problem)
     chunk, head, tail = 32, 4, 12
     engine = ReplayEngine(target, tokenizer.eos_token_id)
-    params = sft_task.ContinuationConfig(chunk_size=chunk, keep_head=head, keep_tail=tail).params
+    params = sft_config.ContinuationConfig(chunk_size=chunk, keep_head=head, keep_tail=tail).params
     loop = DelethinkAgentLoop(engine, dataclasses.replace(params, max_chunks=50))
     # the loop gets its prompt the way RL does (rl_dataset), not from main_sft
     item = PromptItem(encode_prompt(tokenizer, problem.question), "synthetic", problem.answer)
@@ -143,7 +145,7 @@ def test_continuation_prompts_are_the_prompts_the_delethink_loop_sends(tokenizer
 
 
 def test_continuation_option_off_draws_the_same_examples_as_before(tokenizer):
-    task = sft_task.TaskConfig(min_size=1, max_size=12, zero_prob=0.3)
+    task = sft_config.TaskConfig(min_size=1, max_size=12, zero_prob=0.3)
     rng_new, rng_old = random.Random(5), random.Random(5)
     for _ in range(40):
         # the stream before the option existed: draw a problem (a..z labels) and encode it whole
@@ -154,8 +156,8 @@ def test_continuation_option_off_draws_the_same_examples_as_before(tokenizer):
 
 
 def test_continuation_option_on_mixes_in_resumed_traces(tokenizer):
-    cont = sft_task.ContinuationConfig(prob=0.5, chunk_size=32, keep_head=4, keep_tail=12)
-    task = sft_task.TaskConfig(min_size=8, max_size=12, zero_prob=0.0, labels="abcdef", continuation=cont)
+    cont = sft_config.ContinuationConfig(prob=0.5, chunk_size=32, keep_head=4, keep_tail=12)
+    task = sft_config.TaskConfig(min_size=8, max_size=12, zero_prob=0.0, labels="abcdef", continuation=cont)
     rng = random.Random(0)
     examples = [sft_task.draw_training_example(rng, tokenizer, task) for _ in range(200)]
     think = tokenizer.convert_tokens_to_ids("<think>")
@@ -169,12 +171,12 @@ def test_continuation_option_on_mixes_in_resumed_traces(tokenizer):
 
 
 def test_long_starts_are_the_first_tokens_of_problems_past_the_whole_trace_sizes(tokenizer):
-    task = sft_task.TaskConfig(
+    task = sft_config.TaskConfig(
         name="shift_register",
         min_size=2,
         max_size=5,
-        continuation=sft_task.ContinuationConfig(max_size=40),
-        long_start=sft_task.LongStartConfig(prob=0.5, tokens=27),
+        continuation=sft_config.ContinuationConfig(max_size=40),
+        long_start=sft_config.LongStartConfig(prob=0.5, tokens=27),
     )
     rng = random.Random(3)
     examples = [sft_task.draw_training_example(rng, tokenizer, task) for _ in range(200)]
@@ -376,11 +378,11 @@ def test_cli_writes_a_loadable_checkpoint(tmp_path):
 def test_length_sorted_micro_batches_give_the_one_batch_gradient(tokenizer):
     # whole traces of 1..40 steps and short chunks: very different lengths, as in the testbed's SFT
     rng = random.Random(0)
-    task = sft_task.TaskConfig(
+    task = sft_config.TaskConfig(
         name="shift_register",
         min_size=1,
         max_size=40,
-        continuation=sft_task.ContinuationConfig(
+        continuation=sft_config.ContinuationConfig(
             prob=0.5, max_size=90, chunk_size=64, keep_head=9, keep_tail=23
         ),
     )

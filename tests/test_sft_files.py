@@ -24,14 +24,16 @@ from transformers import AutoModelForCausalLM
 from tests.test_sft import ReplayEngine
 from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.config import ConfigError
+from verl.config.sft import DataConfig, DelethinkExamplesConfig
 from verl.core.engine import SamplingParams
-from verl.data.rl_dataset import DataError, PromptItem, encode_prompt
+from verl.core.trajectory import PromptItem
+from verl.data.rl_dataset import DataError, encode_prompt
 from verl.models.tiny import build_model, build_tokenizer, save_tiny
 from verl.trainer import main_sft
 from verl.trainer.sft import batches
-from verl.trainer.sft.continuation import DelethinkExamplesConfig, delethink_cuts
+from verl.trainer.sft.continuation import delethink_cuts
 from verl.trainer.sft.demo_rows import math_row, write_rows
-from verl.trainer.sft.files import DataConfig, Example, load_examples, training_example
+from verl.trainer.sft.files import Example, load_examples, training_example
 from verl.trainer.sft.parallel import SINGLE
 from verl.utils.checkpoint import ResumeError
 from verl.utils.fs import read_jsonl

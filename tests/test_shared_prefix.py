@@ -7,10 +7,9 @@ import pytest
 import torch
 
 from tests.test_dp_actor import actor_config, make_batch, make_shared_batch, update
-from verl.core import core_algos
+from verl.core import log_softmax
 from verl.models.tiny import build_model, build_tokenizer
 from verl.workers.actor.dp_actor import DataParallelPPOActor, response_logits
-from verl.workers.actor.micro_batching import consecutive_groups, prompt_sorted_groups
 from verl.workers.actor.shared_prefix import (
     SHARED_PREFIX_ATTENTION,
     PrefixPlan,
@@ -18,6 +17,7 @@ from verl.workers.actor.shared_prefix import (
     prompt_ids,
     shared_prefix_response_logits,
 )
+from verl.workers.micro_batching import consecutive_groups, prompt_sorted_groups
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ def test_log_probs_are_finite_for_rows_alone(model):
     actor = DataParallelPPOActor(model, None, actor_config(), 1.0, 8, share_prompt_prefix=True)
     batch = make_batch(actor)
     log_probs = actor.compute_log_prob(batch, rows_per_micro=1)
-    reference = core_algos.log_probs_from_logits(response_logits(model, batch), batch["responses"])
+    reference = log_softmax.log_probs_from_logits(response_logits(model, batch), batch["responses"])
     mask = batch["response_mask"].bool()
     torch.testing.assert_close(log_probs[mask], reference[mask], atol=1e-5, rtol=0)
 

@@ -20,9 +20,8 @@ from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.core.delethink import DelethinkParams
 from verl.core.engine import GenerateOutput, RolloutEngine
 from verl.core.engine import SamplingParams as Sampling
-from verl.core.trajectory import Trajectory, Turn
+from verl.core.trajectory import PromptItem, Trajectory, Turn
 from verl.core.trimmers import progressive_trim
-from verl.data.rl_dataset import PromptItem
 from verl.models.tiny import build_tokenizer
 from verl.tools.viewer.page import build_page, script_json
 from verl.tools.viewer.runs import read_run

@@ -12,8 +12,7 @@ import pytest
 
 from tests.chromium_cdp import Chromium, chromium_binary
 from verl.core.delethink import DelethinkParams
-from verl.core.trajectory import Trajectory, Turn
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem, Trajectory, Turn
 from verl.eval.evaluate import EvalRun, sample_records
 from verl.models.tiny import build_tokenizer
 from verl.tools.viewer.__main__ import main

@@ -9,8 +9,8 @@ import torch
 from tests.e2e_utils import DELETHINK, tiny_config
 from verl.core.batch import collate_rows, trajectory_rows
 from verl.core.engine import SamplingParams
-from verl.data.rl_dataset import PromptItem
-from verl.workers.fsdp_workers import ActorRolloutRefWorker
+from verl.core.trajectory import PromptItem
+from verl.single_controller.fsdp_workers import ActorRolloutRefWorker
 
 pytestmark = pytest.mark.slow
 

@@ -8,11 +8,11 @@ from transformers import AutoTokenizer
 from tests.e2e_utils import DELETHINK, tiny_config
 from verl.core.batch import collate_rows, trajectory_rows
 from verl.core.engine import SamplingParams
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem
+from verl.single_controller.sharded_group import contiguous_shards, update_shard_indices
+from verl.single_controller.worker_group import ActorRolloutWorkerGroup, cpu_threads_per_rank
 from verl.trainer.launch import run
 from verl.utils.fs import read_jsonl
-from verl.workers.sharded_group import contiguous_shards, update_shard_indices
-from verl.workers.worker_group import ActorRolloutWorkerGroup, cpu_threads_per_rank
 
 pytestmark = pytest.mark.slow
 

@@ -33,9 +33,9 @@ def child(args: argparse.Namespace) -> dict:
     from verl.core.engine import SamplingParams
     from verl.data.rl_dataset import load_prompts
     from verl.models import lora
+    from verl.single_controller.fsdp_workers import ActorRolloutRefWorker
     from verl.trainer.config_loader import load_config
     from verl.utils.peak_memory import peak_rss
-    from verl.workers.fsdp_workers import ActorRolloutRefWorker
 
     overrides = [
         f"actor_rollout_ref.model.path={args.model}", f"data.train_files=[{args.data}]",

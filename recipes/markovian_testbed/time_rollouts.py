@@ -74,7 +74,7 @@ def _load(model_path: str, num_threads: int):
     from transformers import AutoTokenizer
 
     from verl.eval.config import resolve_model_dir
-    from verl.workers.fsdp_workers import eos_token_ids, load_causal_lm
+    from verl.single_controller.fsdp_workers import eos_token_ids, load_causal_lm
     from verl.workers.rollout.hf_engine import HFRolloutEngine
 
     model_dir = resolve_model_dir(model_path)
@@ -91,9 +91,9 @@ def _actor(mode: str, model_path: str, args: argparse.Namespace, budget: int) ->
     this batch's prompts and samples), and its optimizer steps per batch."""
     from verl.config import compose_config
     from verl.eval.config import resolve_model_dir
+    from verl.single_controller.fsdp_workers import load_causal_lm, make_optimizer
     from verl.trainer.config_loader import load_config
     from verl.workers.actor.dp_actor import DataParallelPPOActor
-    from verl.workers.fsdp_workers import load_causal_lm, make_optimizer
 
     model_dir = resolve_model_dir(model_path)
     overrides = [

@@ -38,8 +38,7 @@ from verl.config import ActorConfig
 from verl.core.batch import collate_rows, flat_batch_correction_ratio, trajectory_rows
 from verl.core.delethink import DelethinkParams
 from verl.core.engine import SamplingParams
-from verl.core.trajectory import Trajectory
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem, Trajectory
 from verl.models.tiny import build_model, build_tokenizer
 from verl.utils.peak_memory import peak_rss, reset_peak_rss
 from verl.workers.actor.dp_actor import DataParallelPPOActor
@@ -243,7 +242,7 @@ def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[
                 thinking_length=length,
                 rollout_s=rollout_s,
                 train_s=train_s,
-                tokens=sum(tr.trace_length for tr in trajs),
+                tokens=sum(tr.thinking_tokens for tr in trajs),
                 train_tokens=train_tokens[env],
                 max_context=max_context,
                 # every trajectory's turns finish together, so each wave holds the whole batch

@@ -46,7 +46,7 @@ def hf_model(model_dir):
 
 @pytest.fixture(scope="module")
 def engine(model_dir, tokenizer, hf_model):
-    from verl.workers.fsdp_workers import eos_token_ids
+    from verl.single_controller.fsdp_workers import eos_token_ids
     from verl.workers.rollout.sglang_engine import SGLangRolloutEngine
 
     engine = SGLangRolloutEngine(

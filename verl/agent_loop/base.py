@@ -14,11 +14,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from verl.core.engine import RolloutEngine, SamplingParams
-from verl.core.trajectory import Trajectory
+from verl.core.trajectory import PromptItem, Trajectory
 
 if TYPE_CHECKING:
     from verl.config import PolicyIterationConfig
-    from verl.data.rl_dataset import PromptItem
     from verl.workers.reward_manager import RewardResult
 
     # (trajectories, data_sources, ground_truths, extra_infos) -> one result per trajectory

@@ -15,22 +15,13 @@ from typing import TYPE_CHECKING, Any
 from verl.agent_loop.base import PPO_ONE_ROW, ROLLOUT, AgentLoop
 from verl.core.delethink import DelethinkParams, delethink_param_problems
 from verl.core.engine import RolloutEngine, SamplingParams
-from verl.core.trajectory import Trajectory, Turn
-from verl.data.rl_dataset import PromptItem
-from verl.utils.seeding import derive_seed
+from verl.core.trajectory import PromptItem, Trajectory, Turn
+from verl.utils.seeding import chunk_seed
 
 if TYPE_CHECKING:
     from verl.config import PolicyIterationConfig
 
 DELETHINK = "algorithm.delethink"
-
-
-def chunk_seed(seed: int | None, chunk_index: int) -> int | None:
-    """Chunk 0 keeps the trajectory's seed (so one chunk samples exactly like LongCoT); later chunks
-    get independent seeds derived from it."""
-    if seed is None or chunk_index == 0:
-        return seed
-    return derive_seed(seed, chunk_index)
 
 
 class DelethinkAgentLoop(AgentLoop):

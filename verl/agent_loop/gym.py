@@ -25,12 +25,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from verl.agent_loop.base import ROLLOUT, AgentLoop
-from verl.agent_loop.delethink import chunk_seed
 from verl.core.engine import RolloutEngine, SamplingParams
-from verl.core.trajectory import Trajectory, Turn
-from verl.data.rl_dataset import PromptItem, encode_prompt
+from verl.core.trajectory import PromptItem, Trajectory, Turn
+from verl.data.rl_dataset import encode_prompt
 from verl.envs import make_context_manager, make_env
 from verl.envs.base import ContextManager, Env, EnvRequest, Messages, close_env
+from verl.utils.seeding import chunk_seed
 
 if TYPE_CHECKING:
     from verl.agent_loop.base import RewardManager

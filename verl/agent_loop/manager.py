@@ -8,8 +8,7 @@ from verl.agent_loop import agent_loop_class
 from verl.agent_loop.base import AgentLoop
 from verl.config import PolicyIterationConfig
 from verl.core.engine import RolloutEngine, SamplingParams
-from verl.core.trajectory import Trajectory
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem, Trajectory
 
 
 def build_agent_loop(config: PolicyIterationConfig, engine: RolloutEngine, tokenizer) -> AgentLoop:

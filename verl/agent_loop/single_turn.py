@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING
 
 from verl.agent_loop.base import PPO_ONE_ROW, ROLLOUT, AgentLoop
 from verl.core.engine import SamplingParams
-from verl.core.trajectory import Trajectory, Turn
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem, Trajectory, Turn
 
 if TYPE_CHECKING:
     from verl.config import PolicyIterationConfig

@@ -65,6 +65,14 @@ def non_negative(*names: str) -> list[Rule]:
     return [(name, lambda v: v >= 0, "must be >= 0") for name in names]
 
 
+def at_least(minimum: int, *names: str) -> list[Rule]:
+    return [(name, lambda v: v >= minimum, f"must be >= {minimum}") for name in names]
+
+
+def in_unit_interval(*names: str) -> list[Rule]:
+    return [(name, lambda v: 0 <= v <= 1, "must be in [0, 1]") for name in names]
+
+
 def not_empty(*names: str) -> list[Rule]:
     return [(name, lambda v: v != "", "must not be empty") for name in names]
 

@@ -1,13 +1,13 @@
 """From trajectories to the padded tensors the actor trains on.
 
 One `TrainRow` per trainable turn: the exact prompt ids the engine saw and the exact tokens it sampled
-(token in, token out), the trajectory's advantage, and the length of the trajectory's whole
-thinking trace (the denominator of the trace-length-normalised loss).
+(token in, token out), the trajectory's advantage, and the trajectory's trace length: its trained
+tokens, all its chunks' together (the denominator of the trace-length-normalised loss).
 
 The number of rows varies from step to step (Delethink: one row per chunk; any environment: after the
 no-EOS filter or dynamic sampling), so it is padded with untrainable rows to a multiple of the number
-of mini-batches, and the per-row loss mean is rescaled by `rows / trajectories` so that every
-trajectory weighs the same, whatever its chunk count.
+of mini-batches, and the trace-length loss divides by the trajectories, `rows / rows per trajectory`
+(`flat_batch_correction_ratio`), so that every trajectory weighs the same, whatever its chunk count.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ class TrainRow:
     response_ids: list[int]
     rollout_log_probs: list[float]
     advantage: float
+    # the trajectory's trained tokens (its trainable turns' responses), the trace-length loss's normaliser;
+    # its `thinking_tokens` unless some turns are context only (gym train_on=last)
     trace_length: int
     trajectory_index: int
     trainable: bool = True  # False for rows added only to make the batch divisible
@@ -64,11 +66,13 @@ def pad_rows_to_multiple(rows: Sequence[TrainRow], multiple: int) -> list[TrainR
 
 
 def flat_batch_correction_ratio(num_rows: int, num_trajectories: int) -> float:
-    """Factor turning a mean over rows into a mean over trajectories.
+    """Rows per trajectory of a step's batch (padding rows included): what turns a mean over rows
+    into a mean over trajectories.
 
-    The actor averages its per-row loss over the rows of a mini-batch; with trace-length
-    normalisation each trajectory's rows sum to that trajectory's loss, so multiplying by
-    rows / trajectories makes the batch loss the mean over trajectories.
+    With trace-length normalisation each trajectory's rows sum to that trajectory's token-mean loss;
+    that loss mode (`core_algos.TRAJECTORY_MEAN_MODE`) divides a mini-batch's row terms by its rows
+    over this ratio, its share of the trajectories, so the batch loss is the mean over trajectories.
+    The actor takes it for that mode alone; no other mode and not the critic.
     """
     if num_trajectories < 1 or num_rows < num_trajectories:
         raise ValueError(

@@ -1,8 +1,9 @@
-"""The arithmetic of policy iteration: advantages, the PPO clipped loss, loss aggregation, KL and entropy.
+"""The arithmetic of policy iteration: advantages, the PPO clipped and value losses, loss aggregation, KL.
+(Log-probs and the entropy from the logits are the chunked kernel's, verl/core/log_softmax.py.)
 
 Pure torch over tensors: no I/O, no Ray, no config objects, so every function can be checked against
 numbers worked out by hand. Shapes: B rows (one per sample; in Delethink one per chunk), T response
-tokens per row, V vocabulary entries.
+tokens per row.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ LOSS_AGG_MODES: tuple[str, ...] = (
     "seq-mean-token-sum-norm",
     "seq-mean-token-norm-trace-length",
 )
+# the one mode that is a mean over trajectories: a trajectory's rows (Delethink: its chunks) share its
+# trace length, so its row terms add up to its token mean; it alone divides by the trajectory count
+TRAJECTORY_MEAN_MODE = "seq-mean-token-norm-trace-length"
 KL_PENALTY_TYPES: tuple[str, ...] = ("kl", "abs", "mse", "low_var_kl")
 
 # exp() of a log-ratio beyond this overflows float32 or produces useless weights; clamping keeps
@@ -310,25 +314,30 @@ def agg_loss(
     norm_length: float | None = None,
     global_num_rows: float | None = None,
     global_num_tokens: float | None = None,
+    global_num_trajectories: float | None = None,
 ) -> Tensor:
     """Reduce a [B, T] per-token loss to a scalar.
 
-    The denominators global_num_rows / global_num_tokens default to this batch's row count B and
-    token count mask.sum(). A caller that splits a mini-batch into micro-batches passes the
-    mini-batch's counts instead, so the micro-batch losses add up to exactly the mini-batch loss.
+    The denominators global_num_rows / global_num_tokens / global_num_trajectories default to this
+    batch's row count B, token count mask.sum() and row count B again (one row per trajectory). A
+    caller that splits a mini-batch into micro-batches passes the mini-batch's counts instead, so the
+    micro-batch losses add up to exactly the mini-batch loss.
 
     Rows whose mask is all zero (padding rows) add 0 to the numerator but still count in the default
     row count; pass global_num_rows to count only real rows.
 
-    Modes (n_rows, n_tokens are the denominators above; sums over t run over masked tokens):
+    Modes (n_rows, n_tokens, n_trajectories are the denominators above; sums over t run over masked
+    tokens):
       token-mean                        sum(loss) / n_tokens
       seq-mean-token-sum                sum_rows(sum_t loss) / n_rows
       seq-mean-token-mean               sum_rows(sum_t loss / tokens_in_row) / n_rows
       seq-mean-token-sum-norm           sum_rows(sum_t loss) / norm_length / n_rows   (norm_length
                                         defaults to T; usually the max response length)
-      seq-mean-token-norm-trace-length  sum_rows(sum_t loss / trace_length_row) / n_rows
-    The last is Delethink's: every chunk row of a trajectory carries the token count of the WHOLE
-    trace, so a trajectory's chunk rows together weigh like one token-mean over its full trace.
+      seq-mean-token-norm-trace-length  sum_rows(sum_t loss / trace_length_row) / n_trajectories
+    The last (TRAJECTORY_MEAN_MODE) is Delethink's: every chunk row of a trajectory carries the token
+    count of the WHOLE trace, so a trajectory's chunk rows together weigh like one token-mean over its
+    full trace, and dividing by the trajectories (not the rows) makes the loss the mean over
+    trajectories however many chunks each has. It is the only mode that reads n_trajectories.
     """
     if loss_mat.dim() != 2 or loss_mat.shape != loss_mask.shape:
         raise ValueError(
@@ -368,8 +377,13 @@ def agg_loss(
     bad_rows = (has_tokens & (trace_lengths < 1)).nonzero().flatten().tolist()
     if bad_rows:
         raise ValueError(f"trace_lengths must be >= 1 for rows with response tokens; rows {bad_rows} are not")
+    num_trajectories = (
+        num_rows
+        if global_num_trajectories is None
+        else _positive("global_num_trajectories", global_num_trajectories)
+    )
     # padding rows have row sum 0; clamping their length keeps 0 / 0 out of the sum
-    return (row_sums / trace_lengths.to(loss_mat.dtype).clamp(min=1)).sum() / num_rows
+    return (row_sums / trace_lengths.to(loss_mat.dtype).clamp(min=1)).sum() / num_trajectories
 
 
 # --------------------------------------------------------------------------------------------------
@@ -503,139 +517,3 @@ def kl_penalty(log_prob: Tensor, ref_log_prob: Tensor, kl_type: str) -> Tensor:
         ref_minus_lp = (-diff).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)
         return (torch.exp(ref_minus_lp) - ref_minus_lp - 1).clamp(-10.0, 10.0)
     raise ValueError(f"unknown kl_type {kl_type!r}; choose one of {KL_PENALTY_TYPES}")
-
-
-# Positions per chunk of the log-prob and entropy pass: as many as make one float32 [chunk, V] buffer
-# of about 256 MiB (441 positions of a 151936-token vocabulary). One such buffer is alive at a time (two
-# in the backward of an entropy bonus): small against the [P, V] logits themselves (7 GiB of bfloat16
-# for 24K positions), and large enough that each chunk's kernels stay busy. A small vocabulary fits any
-# micro-batch in one chunk (the tiny model's 263 tokens: 255K positions), so there the loop runs once.
-LOGITS_CHUNK_BYTES = 256 * 2**20
-
-
-def _chunks(positions: int, vocab_size: int, dtype: torch.dtype) -> list[slice]:
-    size = max(1, LOGITS_CHUNK_BYTES // (vocab_size * dtype.itemsize))
-    return [slice(s, min(s + size, positions)) for s in range(0, positions, size)]
-
-
-def _scaled(logits: Tensor, temperature: float, dtype: torch.dtype) -> Tensor:
-    """A fresh `dtype` copy of logits / temperature (the callers work in place on it)."""
-    z = logits.to(dtype, copy=True)
-    return z.div_(temperature) if temperature != 1.0 else z
-
-
-def _forward_chunk(
-    logits: Tensor, labels: Tensor, temperature: float, dtype: torch.dtype, with_entropy: bool
-) -> tuple[Tensor, Tensor, Tensor | None]:
-    """(logsumexp(z), log p at the labels, entropy or None) of z = logits / T, one chunk of positions.
-    A function of its own so that the chunk's float32 buffer is freed before the next one is made."""
-    z = _scaled(logits, temperature, dtype)
-    picked = z.gather(-1, labels[:, None]).squeeze(-1)
-    peak = z.amax(-1, keepdim=True)
-    exp = z.sub_(peak).exp_()  # e = exp(z - max z), in place: the chunk's one float32 buffer
-    sum_exp = exp.sum(-1)
-    log_sum = sum_exp.log()
-    # logsumexp as torch.logsumexp computes it: the log-probs round as picked - logsumexp did
-    log_norm = log_sum + peak.squeeze(-1)
-    # -sum p log p = log S - sum(e log e) / S, S = sum e
-    entropy = log_sum - exp.xlogy_(exp).sum(-1) / sum_exp if with_entropy else None
-    return log_norm, picked - log_norm, entropy
-
-
-def _backward_chunk(
-    logits: Tensor,
-    labels: Tensor,
-    log_norm: Tensor,
-    entropy: Tensor | None,
-    grad_log_probs: Tensor | None,
-    grad_entropy: Tensor | None,
-    temperature: float,
-) -> Tensor:
-    """d/d logits of sum(grad_log_probs * log p_label + grad_entropy * H) for one chunk, float32."""
-    log_p = _scaled(logits, temperature, log_norm.dtype).sub_(log_norm[:, None])
-    if grad_entropy is None:  # d log p_label / dz = onehot - p
-        grad_z = log_p.exp_().mul_(-grad_log_probs[:, None])
-    else:  # dH/dz = -p (log p + H): p and log p both, a second buffer
-        p = log_p.exp()
-        weight = log_p.add_(entropy[:, None]).mul_(grad_entropy[:, None])
-        if grad_log_probs is not None:
-            weight.add_(grad_log_probs[:, None])
-        grad_z = p.mul_(weight).neg_()
-    if grad_log_probs is not None:
-        grad_z.scatter_add_(-1, labels[:, None], grad_log_probs[:, None])
-    return grad_z.div_(temperature) if temperature != 1.0 else grad_z
-
-
-def _part(values: Tensor | None, chunk: slice) -> Tensor | None:
-    return None if values is None else values[chunk]
-
-
-class _LogSoftmaxAtLabels(torch.autograd.Function):
-    """log softmax(logits / T) at the labels and, on request, the entropy of softmax(logits / T), for
-    logits [P, V] in their own dtype (bfloat16 on GPU).
-
-    Autograd through log_softmax keeps float32 [P, V] tensors for its backward; here each chunk of
-    positions is upcast, reduced in place and dropped, and only the logits and per-position statistics
-    are saved. The backward recomputes softmax chunk by chunk and writes d/dz of (log p_label, H),
-    (onehot - p) g - p (log p + H) h, divided by T, into one gradient of the logits' dtype."""
-
-    @staticmethod
-    def forward(ctx, logits: Tensor, labels: Tensor, temperature: float, with_entropy: bool):
-        ctx.set_materialize_grads(False)  # an unused output's gradient arrives as None, not zeros
-        dtype = torch.promote_types(logits.dtype, torch.float32)
-        positions, vocab_size = logits.shape
-        log_norm = logits.new_empty(positions, dtype=dtype)  # logsumexp(logits / T)
-        log_probs = torch.empty_like(log_norm)
-        entropy = torch.empty_like(log_norm) if with_entropy else None
-        for chunk in _chunks(positions, vocab_size, dtype):
-            parts = _forward_chunk(logits[chunk], labels[chunk], temperature, dtype, with_entropy)
-            log_norm[chunk], log_probs[chunk] = parts[:2]
-            if entropy is not None:
-                entropy[chunk] = parts[2]
-        ctx.save_for_backward(logits, labels, log_norm, entropy)
-        ctx.temperature = temperature
-        return log_probs, entropy
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_log_probs: Tensor | None, grad_entropy: Tensor | None):
-        logits, labels, log_norm, entropy = ctx.saved_tensors
-        grad = torch.empty_like(logits)
-        for chunk in _chunks(*logits.shape, log_norm.dtype):
-            grad[chunk] = _backward_chunk(
-                logits[chunk], labels[chunk], log_norm[chunk], _part(entropy, chunk),
-                _part(grad_log_probs, chunk), _part(grad_entropy, chunk), ctx.temperature,
-            )  # fmt: skip
-        return grad, None, None, None
-
-
-def _log_softmax_at_labels(
-    logits: Tensor, labels: Tensor, temperature: float, with_entropy: bool
-) -> tuple[Tensor, Tensor | None]:
-    if logits.dim() != 3 or labels.shape != logits.shape[:-1]:
-        raise ValueError(
-            f"expected logits [B, T, V] and labels [B, T]; got {tuple(logits.shape)}, {tuple(labels.shape)}"
-        )
-    temperature = _positive("temperature", temperature)
-    # a view for contiguous logits (what the actor passes); other layouts are copied once
-    flat = logits.reshape(-1, logits.shape[-1])
-    log_probs, entropy = _LogSoftmaxAtLabels.apply(flat, labels.reshape(-1), temperature, with_entropy)
-    return log_probs.view(labels.shape), None if entropy is None else entropy.view(labels.shape)
-
-
-def log_probs_from_logits(logits: Tensor, labels: Tensor, temperature: float = 1.0) -> Tensor:
-    """log softmax(logits / temperature) at `labels`: [B, T, V], [B, T] -> [B, T] (at least float32).
-
-    The logits stay in their dtype; the float32 work goes a chunk of positions at a time
-    (`LOGITS_CHUNK_BYTES`), so memory is the logits plus a few [chunk, V] buffers, and the backward
-    adds one gradient of the logits' size and dtype."""
-    return _log_softmax_at_labels(logits, labels, temperature, with_entropy=False)[0]
-
-
-def log_probs_and_entropy(logits: Tensor, labels: Tensor, temperature: float = 1.0) -> tuple[Tensor, Tensor]:
-    """`log_probs_from_logits` and the entropy of softmax(logits / temperature), [B, T] each, in one
-    pass over the logits. The entropy is differentiable (an entropy bonus); when only its value is
-    used its backward costs nothing."""
-    log_probs, entropy = _log_softmax_at_labels(logits, labels, temperature, with_entropy=True)
-    assert entropy is not None
-    return log_probs, entropy

@@ -33,7 +33,9 @@ class Trajectory:
         return [t for turn in self.turns for t in turn.response_ids]
 
     @property
-    def trace_length(self) -> int:
+    def thinking_tokens(self) -> int:
+        """How many tokens the model sampled in all turns (the `thinking_tokens` metrics). The loss's
+        trace length, `TrainRow.trace_length`, counts the trainable turns' tokens only."""
         return sum(len(turn.response_ids) for turn in self.turns)
 
     @property
@@ -43,3 +45,18 @@ class Trajectory:
     @property
     def has_eos(self) -> bool:
         return self.turns[-1].finish_reason == "stop"
+
+
+@dataclass
+class PromptItem:
+    """What an agent loop runs from: one prompt row, chat-templated into token ids once
+    (verl/data/rl_dataset.py reads the files), with what scores its trajectory."""
+
+    prompt_ids: list[int]
+    data_source: str
+    ground_truth: str
+    extra_info: dict[str, Any] = field(default_factory=dict)
+    val_n: int | None = None  # validation samples for this prompt; None: rollout.val_kwargs.n
+    messages: list[dict[str, str]] = field(default_factory=list)  # the prompt as chat messages (gym reset)
+    env_config: dict[str, Any] | None = None  # row column for the gym loop; wins over rollout.gym's
+    ctx_config: dict[str, Any] | None = None  # row column for the gym loop; wins over rollout.gym's

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +17,9 @@ import numpy as np
 
 from verl.config import ConfigError
 from verl.config.rules import join_key
+from verl.core.trajectory import PromptItem
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class PromptItem:
-    prompt_ids: list[int]
-    data_source: str
-    ground_truth: str
-    extra_info: dict[str, Any] = field(default_factory=dict)
-    val_n: int | None = None  # validation samples for this prompt; None: rollout.val_kwargs.n
-    messages: list[dict[str, str]] = field(default_factory=list)  # the prompt as chat messages (gym reset)
-    env_config: dict[str, Any] | None = None  # row column for the gym loop; wins over rollout.gym's
-    ctx_config: dict[str, Any] | None = None  # row column for the gym loop; wins over rollout.gym's
 
 
 class DataError(ValueError):

@@ -29,8 +29,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from verl.data.task_problem import TaskProblem
 from verl.utils.fs import atomic_write_jsonl
-from verl.utils.reward_score.boxed import THINK_END
 
 DATA_SOURCE = "synthetic/shift_register"
 WIDTH = 4  # digits in the register
@@ -40,21 +40,13 @@ TOKENS_PER_STEP = COUNTER_DIGITS + 1 + WIDTH + 1  # "RRR:WWWW" and the space aft
 
 
 @dataclass(frozen=True)
-class Problem:
-    question: str
-    answer: str
-    thinking: str
+class Problem(TaskProblem):
     num_steps: int  # n: the register is stepped n times
 
     @property
     def size(self) -> int:
         """The difficulty knob: the number of steps."""
         return self.num_steps
-
-    @property
-    def response(self) -> str:
-        """The reference output following the generation prompt's `<think>` (end-of-sequence not included)."""
-        return f"{self.thinking}{THINK_END}\\boxed{{{self.answer}}}"
 
 
 def step(register: str) -> str:
@@ -108,17 +100,13 @@ def problem_sizes(count: int, min_steps: int, max_steps: int) -> list[int]:
 def row(problem: Problem, index: int, split: str, data_source: str = DATA_SOURCE) -> dict:
     """A prompt row in the training format; `data_source` may name a subset (any `synthetic/` source is
     scored by the same exact verifier)."""
-    return {
-        "data_source": data_source,
-        "prompt": [{"role": "user", "content": problem.question}],
-        "reward_model": {"style": "rule", "ground_truth": problem.answer},
-        "extra_info": {
-            "index": index,
-            "split": split,
-            "num_steps": problem.num_steps,
-            "thinking_tokens": thinking_tokens(problem.num_steps),
-        },
-    }
+    return problem.row(
+        data_source,
+        index,
+        split,
+        num_steps=problem.num_steps,
+        thinking_tokens=thinking_tokens(problem.num_steps),
+    )
 
 
 def write_dataset(

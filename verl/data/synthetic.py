@@ -19,22 +19,16 @@ from __future__ import annotations
 import argparse
 import random
 import string
-from dataclasses import dataclass
 from pathlib import Path
 
+from verl.data.task_problem import TaskProblem
 from verl.utils.fs import atomic_write_jsonl
-from verl.utils.reward_score.boxed import THINK_END
 
 DATA_SOURCE = "synthetic/running_sum"
 LABELS = string.ascii_lowercase  # the default label alphabet; term i is labelled LABELS[i % 26]
 
 
-@dataclass(frozen=True)
-class Problem:
-    question: str
-    answer: str
-    thinking: str
-
+class Problem(TaskProblem):
     @property
     def num_terms(self) -> int:
         return len(self.question.split())
@@ -43,11 +37,6 @@ class Problem:
     def size(self) -> int:
         """The difficulty knob: the number of terms."""
         return self.num_terms
-
-    @property
-    def response(self) -> str:
-        """The reference output following the generation prompt's `<think>` (end-of-sequence not included)."""
-        return f"{self.thinking}{THINK_END}\\boxed{{{self.answer}}}"
 
 
 def check_labels(labels: str) -> None:
@@ -83,12 +72,7 @@ def problem_sizes(count: int, min_terms: int, max_terms: int) -> list[int]:
 
 
 def _row(problem: Problem, index: int, split: str) -> dict:
-    return {
-        "data_source": DATA_SOURCE,
-        "prompt": [{"role": "user", "content": problem.question}],
-        "reward_model": {"style": "rule", "ground_truth": problem.answer},
-        "extra_info": {"index": index, "split": split, "num_terms": problem.num_terms},
-    }
+    return problem.row(DATA_SOURCE, index, split, num_terms=problem.num_terms)
 
 
 def write_dataset(

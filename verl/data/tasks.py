@@ -25,7 +25,8 @@ from tqdm import tqdm
 
 from verl.config import ConfigError, PolicyIterationConfig, TaskConfig
 from verl.config.rules import join_key
-from verl.data.rl_dataset import DataError, PromptItem, encode_prompt, load_prompts, read_rows
+from verl.core.trajectory import PromptItem
+from verl.data.rl_dataset import DataError, encode_prompt, load_prompts, read_rows
 from verl.utils.math_data import save_command
 
 logger = logging.getLogger(__name__)

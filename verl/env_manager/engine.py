@@ -37,7 +37,7 @@ class HFEngineServer:
     def __init__(self, model_path: str, max_num_seqs: int = 256, seed: int = 0) -> None:
         from transformers import AutoTokenizer
 
-        from verl.workers.fsdp_workers import eos_token_ids, load_causal_lm
+        from verl.single_controller.fsdp_workers import eos_token_ids, load_causal_lm
         from verl.workers.rollout.hf_engine import HFRolloutEngine
 
         tokenizer = AutoTokenizer.from_pretrained(model_path)

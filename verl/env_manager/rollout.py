@@ -24,8 +24,7 @@ from __future__ import annotations
 import ray
 
 from verl.config import EnvManagerConfig, PolicyIterationConfig
-from verl.core.trajectory import Trajectory
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem, Trajectory
 from verl.env_manager.global_dataset import (
     SAMPLE,
     TRAVERSAL,

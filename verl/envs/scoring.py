@@ -8,6 +8,8 @@ results is scored by the reward manager alone.
 
 from __future__ import annotations
 
+from typing import Any
+
 from verl.core.trajectory import Trajectory
 from verl.envs.report import is_episode
 from verl.workers.reward_manager import NaiveRewardManager, RewardResult
@@ -17,23 +19,16 @@ class EpisodeScorer:
     def __init__(self, reward_manager: NaiveRewardManager) -> None:
         self.reward_manager = reward_manager
 
-    def __call__(
-        self,
-        trajectories: list[Trajectory],
-        data_sources: list[str],
-        ground_truths: list[str],
-        extra_infos: list[dict] | None = None,
-    ) -> list[RewardResult]:
-        manager = self.reward_manager
-        infos = manager.checked_infos(trajectories, data_sources, ground_truths, extra_infos)
-        solution_strs = manager.decode(trajectories)
-        judged = [
-            i
-            for i, t in enumerate(trajectories)
-            if not is_episode(t) or (manager.custom and str(ground_truths[i]).strip())
+    def judged(self, trajectory: Trajectory, ground_truth: str) -> bool:
+        """Whether the reward function scores this trajectory (see the module's docstring)."""
+        has_truth = bool(str(ground_truth).strip())
+        return not is_episode(trajectory) or (self.reward_manager.custom and has_truth)
+
+    def __call__(self, trajectories: list[Trajectory], *columns: list[Any]) -> list[RewardResult]:
+        """The reward manager's results for the same arguments (data sources, ground truths and
+        optionally extra infos, one per trajectory), each with its env reward added."""
+        results = self.reward_manager(trajectories, *columns, judged=self.judged)
+        return [
+            RewardResult(float(t.info.get("env_reward", 0.0)) + result.score, result.solution_str)
+            for t, result in zip(trajectories, results, strict=True)
         ]
-        function_scores = manager.function_scores(judged, data_sources, solution_strs, ground_truths, infos)
-        scores = [float(t.info.get("env_reward", 0.0)) for t in trajectories]
-        for i, score in zip(judged, function_scores, strict=True):
-            scores[i] += score
-        return [RewardResult(score, text) for score, text in zip(scores, solution_strs, strict=True)]

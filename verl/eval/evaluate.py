@@ -30,8 +30,8 @@ from verl.agent_loop.single_turn import SingleTurnAgentLoop
 from verl.config import ConfigError
 from verl.core.delethink import DelethinkParams
 from verl.core.engine import RolloutEngine, SamplingParams
-from verl.core.trajectory import Trajectory
-from verl.data.rl_dataset import PromptItem, load_prompts
+from verl.core.trajectory import PromptItem, Trajectory
+from verl.data.rl_dataset import load_prompts
 from verl.eval.config import EvalConfig, resolve_model_dir
 from verl.eval.summary import ALL_SOURCES, summarise_run
 from verl.utils.fs import atomic_write_jsonl, atomic_write_text
@@ -182,7 +182,7 @@ def sample_records(
                 "trace": result.solution_str,  # what was scored: every chunk's response ids decoded as one
                 "answer": extract_final_answer(result.solution_str),
                 "score": result.score,
-                "thinking_tokens": traj.trace_length,
+                "thinking_tokens": traj.thinking_tokens,
                 "num_chunks": traj.num_turns,
                 "has_eos": traj.has_eos,
             }
@@ -226,7 +226,7 @@ def _json_safe(value: Any) -> Any:
 
 def evaluate(config: EvalConfig) -> dict[str, Any]:
     """Run every planned run; write samples.jsonl, summary.json and, for several runs, a PNG."""
-    from verl.workers.fsdp_workers import eos_token_ids, load_causal_lm
+    from verl.single_controller.fsdp_workers import eos_token_ids, load_causal_lm
     from verl.workers.rollout.hf_engine import HFRolloutEngine
 
     model_dir = resolve_model_dir(config.model_path)

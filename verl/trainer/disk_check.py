@@ -2,7 +2,7 @@
 refusal of a run whose first checkpoint cannot fit in the free space of trainer.default_local_dir, and
 the warning for one whose retained checkpoints may not.
 
-One checkpoint, in bytes (the worker saves float32; Ψ parameters as in verl/trainer/memory_estimate.py,
+One checkpoint, in bytes (the worker saves float32; Ψ parameters as in verl/tools/memory_estimate.py,
 Ψ_a LoRA adapter parameters, Ψ_t the trained ones: Ψ_a with LoRA, else Ψ):
   actor/huggingface/   4Ψ: the HF weights (a LoRA run's merged), plus the model directory's other files
                        (tokenizer, configs: what save_pretrained writes again) when it is a local one
@@ -27,8 +27,8 @@ from pathlib import Path
 
 from verl.config import PolicyIterationConfig
 from verl.models.model_dir import WEIGHT_FILES
-from verl.trainer.memory_check import lookup_model_shape
-from verl.trainer.memory_estimate import MASTER_BYTES, ModelShape
+from verl.tools.memory_check import lookup_model_shape
+from verl.tools.memory_estimate import MASTER_BYTES, ModelShape
 from verl.utils.checkpoint import steps_to_delete
 
 ADAM_MOMENT_BYTES = 2 * MASTER_BYTES  # exp_avg and exp_avg_sq, float32

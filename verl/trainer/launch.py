@@ -14,8 +14,10 @@ from types import FrameType
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from verl.config import ConfigError, PolicyIterationConfig
-from verl.data.rl_dataset import DataError, PromptItem
+from verl.core.trajectory import PromptItem
+from verl.data.rl_dataset import DataError
 from verl.data.tasks import load_split
+from verl.single_controller.sharded_group import ShardedWorkerGroup
 from verl.trainer.cluster import head_problem
 from verl.trainer.delethink_ppo.ray_trainer import RayDelethinkTrainer
 from verl.trainer.disk_check import describe_disk
@@ -27,7 +29,6 @@ from verl.utils.cleanup import closed_after
 from verl.utils.reward_score import load_reward_function, math_verify
 from verl.utils.seeding import seed_everything
 from verl.workers.reward_manager import get_reward_manager
-from verl.workers.sharded_group import ShardedWorkerGroup
 
 TRAINERS = {"ppo": RayPPOTrainer, "delethink": RayDelethinkTrainer}
 # How long the launcher waits for the head at RAY_ADDRESS to answer (a head started just before)
@@ -146,11 +147,11 @@ def start_workers(config: PolicyIterationConfig, stop: SignalStop) -> ShardedWor
     """The run's worker group: one worker in this process (trainer.launcher=local), or Ray actors placed
     node by node (the rank -> node table is printed)."""
     if config.trainer.launcher == "local":
-        from verl.workers.local_worker_group import LocalWorkerGroup
+        from verl.single_controller.local_worker_group import LocalWorkerGroup
 
         return LocalWorkerGroup(config)
-    from verl.workers.placement import PlacementError
-    from verl.workers.worker_group import ActorRolloutWorkerGroup
+    from verl.single_controller.placement import PlacementError
+    from verl.single_controller.worker_group import ActorRolloutWorkerGroup
 
     start_ray(config)
     stop.install()  # Ray's core worker put in a SIGTERM handler that prints a crash dump and aborts

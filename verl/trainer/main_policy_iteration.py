@@ -46,7 +46,7 @@ def main(cfg: DictConfig) -> None:
         print(disk.text)
         if disk.refusal or disk.warning:
             print(f"disk here: {disk.refusal or disk.warning}")
-    from verl.trainer.memory_check import describe_memory
+    from verl.tools.memory_check import describe_memory
 
     memory, refusal = describe_memory(config)
     if dry_run or config.trainer.device == "cuda":  # a real run logs it too, to compare with nvidia-smi

@@ -26,7 +26,6 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import hydra
@@ -34,27 +33,23 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from tqdm import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-from verl.config import ConfigError, FSDPConfig, lora_key_problems
-from verl.core.delethink import delethink_param_problems
+from verl.config import ConfigError
+from verl.config.sft import SFTConfig, TrainConfig
 from verl.data.rl_dataset import DataError
 from verl.data.synthetic import check_labels
 from verl.models import lora
-from verl.models.lora_keys import ALL_LINEAR
-from verl.models.model_dir import model_dir_problems
 from verl.trainer.cli_keys import exit_on_unknown_keys
 from verl.trainer.sft import checkpoint as sft_checkpoint
 from verl.trainer.sft import parallel
 from verl.trainer.sft.batches import Batch, Pair, backward_mean_loss, local_micro_batches, mean_loss
-from verl.trainer.sft.files import DataConfig, FileBatches, load_examples
+from verl.trainer.sft.files import Example, FileBatches, load_examples
 from verl.trainer.sft.parallel import SINGLE, Ranks, init_ranks
 from verl.trainer.sft.task import (
     TASK_MAX_SIZE,
-    EvalConfig,
     TaskBatches,
-    TaskConfig,
     evaluate,
     format_summary,
     held_out_problems,
@@ -66,88 +61,9 @@ from verl.utils.fs import atomic_dir
 from verl.utils.tracking import Tracking
 
 
-@dataclass
-class ModelConfig:
-    path: str
-    lora_rank: int = 0  # LoRA adapters of this rank are all SFT trains (peft); 0: full fine-tuning
-    lora_alpha: float = 16.0  # LoRA scale: the adapters' update is multiplied by lora_alpha / lora_rank
-    # modules that get adapters: names (q_proj, ...) or all-linear (every linear layer but the LM head)
-    target_modules: list[str] = field(default_factory=lambda: [ALL_LINEAR])
-
-
-@dataclass
-class TrainConfig:
-    steps: int
-    batch_size: int
-    lr: float
-    warmup_steps: int
-    min_lr_ratio: float  # the cosine decay ends at lr * min_lr_ratio
-    weight_decay: float
-    grad_clip: float
-    # each batch is sorted by length and split into this many forwards whose losses add up to the batch's
-    # (same gradient, less padding: whole traces and short continuation chunks stop padding each other)
-    micro_batches: int
-    seed: int
-    # Early stop once the temperature-1 accuracy on held-out check problems reaches this (None: train all
-    # steps). The lookup and the addition are each learned in a sudden jump whose timing varies with the
-    # seed and the machine's float rounding, so a fixed step count would give anything from 10% to 90%.
-    stop_at_accuracy: float | None
-    check_every: int  # steps between accuracy checks
-    # a token budget per forward instead (prompt + target tokens, padding excluded): each rank's rows are
-    # split into as few balanced micro-batches as fit it (micro_batching.partition_by_token_budget);
-    # null: train.micro_batches
-    max_tokens_per_micro_batch: int | None = None
-    # pack each micro-batch's rows into one unpadded sequence (position ids restart per row; see
-    # workers/actor/packing.py): no compute on padding with flash-attention, the same loss
-    use_remove_padding: bool = False
-
-
-@dataclass
-class TrainerConfig:
-    """Logging, validation and checkpoints (the RL trainer's key names)."""
-
-    logger: list[str] = field(default_factory=list)  # console | jsonl | wandb (offline without a key)
-    project_name: str = "verl_sft"  # wandb project
-    experiment_name: str = "sft"  # wandb run name
-    # run directory: metrics.jsonl, wandb files and global_step_N checkpoints; null: none of them
-    default_local_dir: str | None = None
-    test_freq: int = 0  # steps between validation losses on data.val_files (and at the end); 0: the end only
-    save_freq: int = 0  # steps between checkpoints (and at the end) in default_local_dir; 0: none
-    resume_mode: str = "auto"  # auto: from the newest complete checkpoint in default_local_dir | disable
-    overwrite: bool = False  # with resume_mode=disable: move a previous run in default_local_dir aside
-
-
-@dataclass
-class SFTConfig:
-    """Typed view of config/sft_tiny.yaml, which holds every value (and explains it)."""
-
-    model: ModelConfig
-    output_dir: str
-    force: bool  # overwrite a non-empty output_dir
-    num_threads: int
-    task: TaskConfig
-    train: TrainConfig
-    eval: EvalConfig
-    data: DataConfig = field(default_factory=DataConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    fsdp: FSDPConfig = field(default_factory=FSDPConfig)  # under torchrun: the actor's FSDP2 settings
-
-    @property
-    def from_files(self) -> bool:
-        return self.data.source == "files"
-
-
-def _model_problem(model_dir: Path) -> str | None:
-    """Why the model to train cannot be loaded, or None (a local directory: SFT starts from an init)."""
-    if not (model_dir / "config.json").is_file():
-        make = f"python -m verl.models.tiny --out {model_dir}"
-        return f"no model there (no config.json); create it with `{make}`"
-    problems = model_dir_problems(model_dir)
-    return f"not a complete model directory: {'; '.join(problems)}" if problems else None
-
-
 def load_sft_config(cfg: DictConfig) -> SFTConfig:
-    """Type-check `cfg` against SFTConfig and check the rules; a ConfigError names the key and value."""
+    """Type-check `cfg` against SFTConfig (verl/config/sft.py) and check its rules; a ConfigError names
+    the key and value. The label alphabet and the tasks' sizes are the task modules', known up here."""
     cfg = cfg.copy()
     for key in ("data.train_files", "data.val_files"):  # one file may be given as a plain string
         if isinstance(OmegaConf.select(cfg, key), str):
@@ -156,111 +72,11 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
         config: SFTConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(SFTConfig), cfg))
     except OmegaConfBaseException as e:
         raise ConfigError(f"{e.full_key}: {str(e.msg).splitlines()[0]}") from None
-    t = config.train
-    cont = config.task.continuation
-    start = config.task.long_start
     try:
         check_labels(config.task.labels)
     except ValueError as e:
         raise ConfigError(f"task.labels={config.task.labels!r}: {e}") from None
-    output_dir = Path(config.output_dir)
-    model_problem = _model_problem(Path(config.model.path))
-    rules = [
-        (t.steps >= 1, f"train.steps={t.steps}: must be >= 1"),
-        (t.batch_size >= 1, f"train.batch_size={t.batch_size}: must be >= 1"),
-        (t.micro_batches >= 1, f"train.micro_batches={t.micro_batches}: must be >= 1"),
-        (t.lr > 0, f"train.lr={t.lr}: must be > 0"),
-        (0 <= t.warmup_steps <= t.steps, f"train.warmup_steps={t.warmup_steps}: must be in [0, train.steps]"),
-        (0 <= t.min_lr_ratio <= 1, f"train.min_lr_ratio={t.min_lr_ratio}: must be in [0, 1]"),
-        (t.check_every >= 1, f"train.check_every={t.check_every}: must be >= 1"),
-        (
-            t.stop_at_accuracy is None or config.eval.num_problems > 0,
-            f"train.stop_at_accuracy={t.stop_at_accuracy} needs held-out problems: eval.num_problems="
-            f"{config.eval.num_problems} must be > 0 (or set train.stop_at_accuracy=null)",
-        ),
-        (
-            config.task.name in TASK_MAX_SIZE,
-            f"task.name={config.task.name!r}: must be one of {sorted(TASK_MAX_SIZE)}",
-        ),
-        *[
-            (
-                1 <= low <= high <= TASK_MAX_SIZE.get(config.task.name, high),
-                f"{name}.min_size={low}, {name}.max_size={high}: need 1 <= min_size <= max_size <= "
-                f"{TASK_MAX_SIZE.get(config.task.name)} ({config.task.name})",
-            )
-            for name, low, high in (
-                ("task", config.task.min_size, config.task.max_size),
-                ("eval", config.eval.min_size, config.eval.max_size),
-                ("task.continuation", config.task.min_size, config.task.continuation_max_size),
-            )
-        ],
-        (0 <= config.task.zero_prob <= 1, f"task.zero_prob={config.task.zero_prob}: must be in [0, 1]"),
-        (0 <= cont.prob <= 1, f"task.continuation.prob={cont.prob}: must be in [0, 1]"),
-        (
-            0 <= start.prob <= 1 - cont.prob,
-            f"task.long_start.prob={start.prob}: must be in [0, 1 - task.continuation.prob]",
-        ),
-        (start.tokens >= 1, f"task.long_start.tokens={start.tokens}: must be >= 1"),
-        (
-            start.prob == 0 or config.task.continuation_max_size > config.task.max_size,
-            f"task.long_start.prob={start.prob} needs sizes past task.max_size={config.task.max_size}: "
-            f"set task.continuation.max_size above it (now {config.task.continuation_max_size})",
-        ),
-        (config.eval.num_problems >= 0, f"eval.num_problems={config.eval.num_problems}: must be >= 0"),
-        (config.eval.max_new_tokens >= 1, f"eval.max_new_tokens={config.eval.max_new_tokens}: must be >= 1"),
-        (config.num_threads >= 1, f"num_threads={config.num_threads}: must be >= 1"),
-        (not model_problem, f"model.path={config.model.path}: {model_problem}"),
-        (
-            config.force or not output_dir.is_dir() or not any(output_dir.iterdir()),
-            f"output_dir={config.output_dir}: exists and is not empty; set force=true to overwrite it",
-        ),
-    ]
-    trainer, data = config.trainer, config.data
-    rules += [
-        (data.source in ("task", "files"), f"data.source={data.source!r}: must be task or files"),
-        (
-            not config.from_files or t.stop_at_accuracy is None,
-            f"train.stop_at_accuracy={t.stop_at_accuracy}: the held-out accuracy is the task's; set it to "
-            "null with data.source=files",
-        ),
-        (
-            t.max_tokens_per_micro_batch is None or t.max_tokens_per_micro_batch >= 1,
-            f"train.max_tokens_per_micro_batch={t.max_tokens_per_micro_batch}: must be >= 1 or null",
-        ),
-        *[
-            (
-                logger in ("console", "jsonl", "wandb"),
-                f"trainer.logger: {logger!r} is not one of console, jsonl, wandb",
-            )
-            for logger in trainer.logger
-        ],
-        (trainer.test_freq >= 0, f"trainer.test_freq={trainer.test_freq}: must be >= 0"),
-        (trainer.save_freq >= 0, f"trainer.save_freq={trainer.save_freq}: must be >= 0"),
-        (
-            trainer.resume_mode in ("auto", "disable"),
-            f"trainer.resume_mode={trainer.resume_mode!r}: must be auto or disable",
-        ),
-        (
-            trainer.default_local_dir is not None
-            or (trainer.save_freq == 0 and not set(trainer.logger) & {"jsonl", "wandb"}),
-            "trainer.default_local_dir=null: trainer.save_freq > 0 and the jsonl and wandb loggers write "
-            "there; set it",
-        ),
-    ]
-    errors = [message for ok, message in rules if not ok]
-    errors += [f"task.continuation.{p}" for p in delethink_param_problems(**cont.params_fields())]
-    errors += lora_key_problems(config.model, "model")
-    if config.model.lora_rank and not model_problem and not errors:
-        problems = lora.target_module_problems(config.model.path, config.model, lora.CAUSAL_LM)
-        errors += [f"model.target_modules={config.model.target_modules!r}: {p}" for p in problems]
-    errors += config.fsdp.problems("fsdp")
-    if config.fsdp.optimizer_offload:
-        errors.append("fsdp.optimizer_offload=True: not supported by main_sft; set it to false")
-    if config.from_files:
-        errors += data.problems()
-        errors += [
-            f"data.continuation.{p}" for p in delethink_param_problems(**data.continuation.params_fields())
-        ]
+    errors = config.problems(TASK_MAX_SIZE)
     if errors:
         raise ConfigError("\n".join(errors))
     return config
@@ -344,15 +160,15 @@ def train(
     return losses
 
 
-def choose_resume(run_dir: Path | None, config: SFTConfig, ranks: Ranks) -> tuple[Path | None, list[str]]:
-    """The checkpoint to resume from (checkpoint.find_resume) and notes about the choice; a ResumeError
-    when its saved config differs in a key that defines the run. The main rank alone decides, since it
-    may move an old run aside; its choice, or its ResumeError, reaches all."""
+def choose_resume(config: SFTConfig, ranks: Ranks) -> tuple[Path | None, list[str]]:
+    """The checkpoint in trainer.default_local_dir to resume from (checkpoint.find_resume) and notes about
+    the choice; a ResumeError when its saved config differs in a key that defines the run. The main rank
+    alone decides, since it may move an old run aside; its choice, or its ResumeError, reaches all."""
     trainer = config.trainer
     choice: tuple[Path | None, list[str]] | ResumeError = (None, [])
-    if run_dir is not None and ranks.main:
+    if trainer.run_dir is not None and ranks.main:
         try:
-            path, notes = find_resume(run_dir, trainer.resume_mode, None, trainer.overwrite)
+            path, notes = find_resume(trainer.run_dir, trainer.resume_mode, None, trainer.overwrite)
             if path is not None:
                 notes += sft_checkpoint.check_same_run(
                     path, OmegaConf.to_container(OmegaConf.structured(config))
@@ -364,6 +180,155 @@ def choose_resume(run_dir: Path | None, config: SFTConfig, ranks: Ranks) -> tupl
     if isinstance(choice, ResumeError):
         raise choice
     return choice
+
+
+class SFTRun:
+    """One run's model, data and record, built in the order the run needs them: the model and its
+    optimizer, the batches, the held-out problems, a resumed checkpoint's state, then the logger. `train`
+    calls `check_accuracy` and `after_step`; `finish` evaluates and saves the model."""
+
+    def __init__(
+        self,
+        config: SFTConfig,
+        ranks: Ranks,
+        tokenizer: PreTrainedTokenizerBase,
+        train_rows: list[Example],
+        val_rows: list[Example],
+        resume_from: Path | None,
+    ) -> None:
+        self.config, self.ranks, self.tokenizer, self.val_rows = config, ranks, tokenizer, val_rows
+        self.log = tqdm.write if ranks.main else lambda _: None
+        trainer, train_cfg = config.trainer, config.train
+        self.run_dir = trainer.run_dir
+        model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32)
+        if config.model.lora_rank:
+            model = lora.add_adapters(model, config.model, lora.CAUSAL_LM, seed=train_cfg.seed)
+        self.model = parallel.prepare_model(model, ranks, config.fsdp)
+        self.optimizer, self.schedule = make_optimizer(self.model, train_cfg)
+        self.batches: TaskBatches | FileBatches = (
+            FileBatches(train_rows, train_cfg.batch_size, train_cfg.seed, config.data)
+            if config.from_files
+            else TaskBatches(train_cfg.seed, tokenizer, config.task, train_cfg.batch_size)
+        )
+        # the task's held-out problems: for early stopping (check) and the final evaluation
+        self.check_problems, self.eval_problems = (
+            ([], [])
+            if config.from_files
+            else (
+                held_out_problems(f"sft-check-{train_cfg.seed}", config.eval, config.task),
+                held_out_problems(f"sft-eval-{train_cfg.seed}", config.eval, config.task),
+            )
+        )
+        self.losses: list[float] = []  # every step's, from the first (a resumed run's included)
+        self.checks: list[dict[str, float]] = []  # {"step", "accuracy"} of every early-stopping check
+        if resume_from is not None:
+            state = sft_checkpoint.load(resume_from, self.model, config.model, self.optimizer, self.schedule)
+            self.losses = state["losses"]
+            self.checks = state.get("checks", [])  # checkpoints written before checks were kept have none
+            self.batches.load_state(state["data"])
+            self.log(f"resumed from {resume_from} at step {state['global_step']}")
+        self.saved_step = len(self.losses)  # the step of the newest checkpoint (0: none yet)
+        self.last_val: dict[str, float] = {}
+        self.config_yaml = OmegaConf.to_yaml(OmegaConf.structured(config))
+        self.tracker = (
+            Tracking(
+                trainer.logger, self.run_dir or Path.cwd(), trainer.project_name, trainer.experiment_name,
+                "sft", OmegaConf.to_container(OmegaConf.structured(config)),
+                resume_step=len(self.losses) if resume_from is not None else None,
+            )
+            if ranks.main and trainer.logger
+            else None
+        )  # fmt: skip
+
+    def micro_batches(self, pairs: list[Pair], count: int) -> list[Batch | None]:
+        """This rank's share of `pairs` in `count` micro-batches (or by train.max_tokens_per_micro_batch)."""
+        train_cfg = self.config.train
+        return local_micro_batches(
+            pairs, self.ranks, self.tokenizer.pad_token_id, count, train_cfg.max_tokens_per_micro_batch,
+            train_cfg.use_remove_padding,
+        )  # fmt: skip
+
+    def next_batch(self) -> list[Batch | None]:
+        return self.micro_batches(self.batches(), self.config.train.micro_batches)
+
+    def check_accuracy(self) -> float:
+        """The temperature-1 accuracy on the held-out check problems (train.stop_at_accuracy)."""
+        max_new_tokens = self.config.eval.max_new_tokens
+        outcomes = evaluate(self.model, self.tokenizer, self.check_problems, max_new_tokens, do_sample=True)
+        return sum(o.correct for o in outcomes) / len(outcomes)
+
+    def validate(self) -> dict[str, float]:
+        self.model.eval()
+        pairs = [(e.prompt, e.target) for e in self.val_rows]
+        count = math.ceil(len(pairs) / self.config.train.batch_size)
+        loss, tokens = mean_loss(self.model, self.micro_batches(pairs, count), self.ranks)
+        return {"val/loss": loss, "val/tokens": tokens}
+
+    def after_step(self, step: int, metrics: dict[str, float]) -> None:
+        """Record the step; validation, logging and a checkpoint when their turn comes."""
+        trainer = self.config.trainer
+        self.losses.append(metrics["train/loss"])
+        if CHECK_METRIC in metrics:
+            self.checks.append({"step": step, "accuracy": metrics[CHECK_METRIC]})
+        is_last = step == self.config.train.steps
+        if self.val_rows and (is_last or (trainer.test_freq and step % trainer.test_freq == 0)):
+            self.last_val.update(self.validate())
+            metrics.update(self.last_val)
+        if self.tracker is not None:
+            self.tracker.log(metrics, step)
+        if self.run_dir and trainer.save_freq and (is_last or step % trainer.save_freq == 0):
+            self.save_checkpoint(step)
+
+    def save_checkpoint(self, step: int) -> None:
+        state = {"losses": self.losses, "checks": self.checks, "data": self.batches.state()}
+        sft_checkpoint.save(
+            self.run_dir, step, self.model, self.config.model, self.tokenizer, self.optimizer, self.schedule,
+            state, self.config_yaml, self.ranks,
+        )  # fmt: skip
+        self.saved_step = step
+
+    def train(self) -> list[float]:
+        """Train to train.steps or the early stop, with a checkpoint of the last step taken; its losses."""
+        with closed_after(*([self.tracker.finish] if self.tracker else [])):
+            trained = train(
+                self.model, self.next_batch, self.config.train, self.check_accuracy, optimizer=self.optimizer,
+                schedule=self.schedule, after_step=self.after_step, ranks=self.ranks,
+            )  # fmt: skip
+            stopped_early = self.saved_step != len(self.losses)
+            if self.run_dir and self.config.trainer.save_freq and stopped_early:
+                self.save_checkpoint(len(self.losses))
+        return trained
+
+    def finish(self) -> dict[str, dict[str, float]]:
+        """The held-out evaluation (the task's), then the model, tokenizer, config and metrics written to
+        output_dir at once (atomic_dir); the evaluation's summary."""
+        config = self.config
+        summary = {}
+        if self.eval_problems:
+            start = time.perf_counter()
+            max_new = config.eval.max_new_tokens
+            greedy = evaluate(self.model, self.tokenizer, self.eval_problems, max_new, do_sample=False)
+            sampled = evaluate(self.model, self.tokenizer, self.eval_problems, max_new, do_sample=True)
+            summary = summarize(greedy, sampled)
+            seconds = time.perf_counter() - start
+            self.log(f"evaluation on {len(self.eval_problems)} held-out problems ({seconds:.0f}s):")
+            self.log(format_summary(summary))
+        weights = parallel.full_weights(self.model)
+        if self.ranks.main:
+            with atomic_dir(config.output_dir, force=config.force) as tmp:
+                sft_checkpoint.save_pretrained(
+                    tmp, tmp / lora.ADAPTER_DIR, self.model, config.model, weights, self.tokenizer
+                )
+                (tmp / "sft_config.yaml").write_text(self.config_yaml)
+                metrics = {
+                    "losses": self.losses,
+                    "checks": self.checks,
+                    "eval": summary,
+                    "val": self.last_val,
+                }
+                (tmp / "sft_metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
+            self.log(f"saved the SFT model to {config.output_dir}")
+        return summary
 
 
 def run(config: SFTConfig) -> dict[str, dict[str, float]]:
@@ -387,137 +352,22 @@ def _run(config: SFTConfig, ranks: Ranks) -> dict[str, dict[str, float]]:
     # file rows are read and checked before anything else, so a bad row fails fast
     train_rows = load_examples(config.data.train_files, tokenizer, config.data) if config.from_files else []
     val_rows = load_examples(config.data.val_files, tokenizer, config.data) if config.from_files else []
-    trainer = config.trainer
-    run_dir = Path(trainer.default_local_dir) if trainer.default_local_dir else None
     if ranks.world_size > config.train.batch_size:
         raise ConfigError(
             f"train.batch_size={config.train.batch_size}: must be >= the {ranks.world_size} ranks"
         )
     if 0 < len(val_rows) < ranks.world_size:
         raise DataError(f"data.val_files: {len(val_rows)} rows, fewer than the {ranks.world_size} ranks")
-    resume_from, notes = choose_resume(run_dir, config, ranks)
+    resume_from, notes = choose_resume(config, ranks)
     for note in notes:
         log(note)
-    model = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=torch.float32)
-    if config.model.lora_rank:
-        model = lora.add_adapters(model, config.model, lora.CAUSAL_LM, seed=config.train.seed)
-    model = parallel.prepare_model(model, ranks, config.fsdp)
-    optimizer, schedule = make_optimizer(model, config.train)
-    train_cfg = config.train
-
-    if config.from_files:
-        batches: TaskBatches | FileBatches = FileBatches(
-            train_rows, train_cfg.batch_size, train_cfg.seed, config.data
-        )
-    else:
-        batches = TaskBatches(train_cfg.seed, tokenizer, config.task, train_cfg.batch_size)
-    # the task's held-out problems: for early stopping (check) and the final evaluation
-    check_problems, eval_problems = (
-        ([], [])
-        if config.from_files
-        else (
-            held_out_problems(f"sft-check-{train_cfg.seed}", config.eval, config.task),
-            held_out_problems(f"sft-eval-{train_cfg.seed}", config.eval, config.task),
-        )
-    )
-
-    def check_accuracy() -> float:
-        outcomes = evaluate(model, tokenizer, check_problems, config.eval.max_new_tokens, do_sample=True)
-        return sum(o.correct for o in outcomes) / len(outcomes)
-
-    def micro_batches(pairs: list[Pair], count: int) -> list[Batch | None]:
-        return local_micro_batches(
-            pairs, ranks, tokenizer.pad_token_id, count, train_cfg.max_tokens_per_micro_batch,
-            train_cfg.use_remove_padding,
-        )  # fmt: skip
-
-    def validate() -> dict[str, float]:
-        model.eval()
-        pairs = [(e.prompt, e.target) for e in val_rows]
-        loss, tokens = mean_loss(
-            model, micro_batches(pairs, math.ceil(len(pairs) / train_cfg.batch_size)), ranks
-        )
-        return {"val/loss": loss, "val/tokens": tokens}
-
-    losses: list[float] = []
-    checks: list[dict[str, float]] = []  # {"step", "accuracy"} of every early-stopping check
-    if resume_from is not None:
-        state = sft_checkpoint.load(resume_from, model, config.model, optimizer, schedule)
-        losses = state["losses"]
-        checks = state.get("checks", [])  # checkpoints written before checks were kept have none
-        batches.load_state(state["data"])
-        log(f"resumed from {resume_from} at step {state['global_step']}")
-    config_yaml = OmegaConf.to_yaml(OmegaConf.structured(config))
-    tracker = (
-        Tracking(
-            trainer.logger,
-            run_dir or Path.cwd(),
-            trainer.project_name,
-            trainer.experiment_name,
-            "sft",
-            OmegaConf.to_container(OmegaConf.structured(config)),
-            resume_step=len(losses) if resume_from is not None else None,
-        )
-        if ranks.main and trainer.logger
-        else None
-    )
-    saved_step = len(losses) if resume_from is not None else 0
-    last_val: dict[str, float] = {}
-
-    def save_checkpoint(step: int) -> None:
-        nonlocal saved_step
-        state = {"losses": losses, "checks": checks, "data": batches.state()}
-        sft_checkpoint.save(
-            run_dir, step, model, config.model, tokenizer, optimizer, schedule, state, config_yaml, ranks
-        )
-        saved_step = step
-
-    def after_step(step: int, metrics: dict[str, float]) -> None:
-        losses.append(metrics["train/loss"])
-        if CHECK_METRIC in metrics:
-            checks.append({"step": step, "accuracy": metrics[CHECK_METRIC]})
-        is_last = step == train_cfg.steps
-        if val_rows and (is_last or (trainer.test_freq and step % trainer.test_freq == 0)):
-            last_val.update(validate())
-            metrics.update(last_val)
-        if tracker is not None:
-            tracker.log(metrics, step)
-        if run_dir and trainer.save_freq and (is_last or step % trainer.save_freq == 0):
-            save_checkpoint(step)
-
+    sft = SFTRun(config, ranks, tokenizer, train_rows, val_rows, resume_from)
     start = time.perf_counter()
-    with closed_after(*([tracker.finish] if tracker else [])):
-        trained = train(
-            model, lambda: micro_batches(batches(), train_cfg.micro_batches), train_cfg, check_accuracy,
-            optimizer=optimizer, schedule=schedule, after_step=after_step, ranks=ranks,
-        )  # fmt: skip
-        if run_dir and trainer.save_freq and saved_step != len(losses):  # stopped early
-            save_checkpoint(len(losses))
+    trained = sft.train()
     if trained:
-        log(
-            f"trained {len(trained)} steps in {time.perf_counter() - start:.0f}s, final loss {losses[-1]:.4f}"
-        )
-
-    summary = {}
-    if eval_problems:
-        start = time.perf_counter()
-        greedy = evaluate(model, tokenizer, eval_problems, config.eval.max_new_tokens, do_sample=False)
-        sampled = evaluate(model, tokenizer, eval_problems, config.eval.max_new_tokens, do_sample=True)
-        summary = summarize(greedy, sampled)
-        log(f"evaluation on {len(eval_problems)} held-out problems ({time.perf_counter() - start:.0f}s):")
-        log(format_summary(summary))
-
-    weights = parallel.full_weights(model)
-    if ranks.main:
-        with atomic_dir(config.output_dir, force=config.force) as tmp:
-            sft_checkpoint.save_pretrained(
-                tmp, tmp / lora.ADAPTER_DIR, model, config.model, weights, tokenizer
-            )
-            (tmp / "sft_config.yaml").write_text(config_yaml)
-            metrics = {"losses": losses, "checks": checks, "eval": summary, "val": last_val}
-            (tmp / "sft_metrics.json").write_text(json.dumps(metrics, indent=1) + "\n")
-        log(f"saved the SFT model to {config.output_dir}")
-    return summary
+        seconds = time.perf_counter() - start
+        log(f"trained {len(trained)} steps in {seconds:.0f}s, final loss {sft.losses[-1]:.4f}")
+    return sft.finish()
 
 
 @hydra.main(config_path="config", config_name="sft_tiny", version_base="1.3")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from verl.agent_loop import agent_loop_class
 from verl.config import PolicyIterationConfig
-from verl.workers.placement import describe_layout
+from verl.single_controller.placement import describe_layout
 
 
 def describe_plan(config: PolicyIterationConfig) -> str:

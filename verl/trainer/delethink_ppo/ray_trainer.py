@@ -3,11 +3,13 @@
 Differences from LongCoT, all in how the training batch is built: each chunk becomes its own row
 (its exact prompt = question + carry-over, and its exact sampled tokens) with the trajectory's
 advantage and the trajectory's whole trace length. Padding to a multiple of mini-batches x ranks
-and the flat-batch correction ratio are the base trainer's (verl/core/batch.py).
+and the flat-batch correction ratio are the base trainer's (verl/core/batch.py); the ratio weighs
+only the actor's trajectory-mean loss mode, and is logged only when the actor uses that mode.
 """
 
 from __future__ import annotations
 
+from verl.core import core_algos
 from verl.core.batch import TrainRow, trajectory_rows
 from verl.core.trajectory import Trajectory
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer, trajectory_metrics
@@ -20,9 +22,11 @@ class RayDelethinkTrainer(RayPPOTrainer):
     def batch_metrics(
         self, trajectories: list[Trajectory], num_rows: int, num_padded: int, correction_ratio: float
     ) -> dict[str, float]:
-        return {
+        metrics = {
             **trajectory_metrics("delethink", trajectories),
             "delethink/flat_batch_size": float(num_rows),
             "delethink/padding_rows": float(num_padded - num_rows),
-            "delethink/correction_ratio": correction_ratio,
         }
+        if self.config.actor_rollout_ref.actor.loss_agg_mode == core_algos.TRAJECTORY_MEAN_MODE:
+            metrics["delethink/flat_batch_correction_ratio"] = correction_ratio
+        return metrics

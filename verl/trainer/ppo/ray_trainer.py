@@ -45,9 +45,9 @@ from verl.core.batch import (
     trajectory_rows,
 )
 from verl.core.metric_utils import problem_metrics
-from verl.core.trajectory import Trajectory
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem, Trajectory
 from verl.envs.report import CompletionsLog, completion_records, env_metrics
+from verl.single_controller.sharded_group import ShardedWorkerGroup
 from verl.trainer.ppo import dynamic_sampling
 from verl.trainer.ppo.rollout_records import carry_sizes, chunk_records, trajectory_record
 from verl.trainer.ppo.rollout_source import make_rollout_source
@@ -58,7 +58,6 @@ from verl.utils.fs import atomic_write_jsonl, atomic_write_text
 from verl.utils.reward_score.boxed import extract_final_answer
 from verl.utils.seeding import derive_seed
 from verl.utils.tracking import Tracking
-from verl.workers.sharded_group import ShardedWorkerGroup
 
 # remax's greedy rollouts draw nothing, but a seed of their own keeps them off the engine's seed generator,
 # which seedless requests draw from
@@ -86,7 +85,7 @@ def trajectory_metrics(prefix: str, trajectories: Sequence[Trajectory]) -> dict[
         for traj in trajectories
     ]  # fmt: skip
     return {
-        **_stats(f"{prefix}/thinking_tokens", [t.trace_length for t in trajectories]),
+        **_stats(f"{prefix}/thinking_tokens", [t.thinking_tokens for t in trajectories]),
         **_stats(f"{prefix}/num_turns", [t.num_turns for t in trajectories]),
         f"{prefix}/has_eos_rate": float(np.mean([t.has_eos for t in trajectories])),
         f"{prefix}/context_token_steps": float(np.sum(cost)),
@@ -224,7 +223,7 @@ class RayPPOTrainer:
 
         traj_metrics = trajectory_metrics("train", trajectories)
         self.cumulative["perf/cum_context_token_steps"] += traj_metrics["train/context_token_steps"]
-        self.cumulative["perf/cum_thinking_tokens"] += float(sum(t.trace_length for t in trajectories))
+        self.cumulative["perf/cum_thinking_tokens"] += float(sum(t.thinking_tokens for t in trajectories))
         self.cumulative["perf/cum_time_s"] += timing["timing/step_s"]
         return {
             "train/score_mean": float(scores.mean()),
@@ -477,7 +476,7 @@ class RayPPOTrainer:
             scores = [r.score for r in results[start:end]]
             ks = [2**i for i in range(n.bit_length())]  # 1, 2, 4, ... up to n
             per_source[item.data_source].append(problem_metrics(answers, scores, ks))
-            lengths[item.data_source] += [t.trace_length for t in trajectories[start:end]]
+            lengths[item.data_source] += [t.thinking_tokens for t in trajectories[start:end]]
         metrics = {
             f"val/{src}/{name}": float(np.mean([m[name] for m in problems]))
             for src, problems in per_source.items()

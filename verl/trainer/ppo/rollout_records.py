@@ -12,8 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from verl.config import PolicyIterationConfig
-from verl.core.trajectory import Trajectory
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem, Trajectory
 from verl.utils.reward_score.boxed import extract_final_answer
 
 Decode = Callable[[list[int]], str]
@@ -41,7 +40,7 @@ def trajectory_record(
         "step": step, "index": index, "data_source": item.data_source, "prompt": decode(item.prompt_ids),
         "response": solution_str, "answer": extract_final_answer(solution_str),
         "ground_truth": item.ground_truth, "score": score, "num_turns": traj.num_turns,
-        "thinking_tokens": traj.trace_length, "has_eos": traj.has_eos, **carry,
+        "thinking_tokens": traj.thinking_tokens, "has_eos": traj.has_eos, **carry,
     }  # fmt: skip
 
 

@@ -12,12 +12,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
 from verl.config import PolicyIterationConfig
-from verl.core.trajectory import Trajectory
-from verl.data.rl_dataset import DataOrder, PromptItem
+from verl.core.trajectory import PromptItem, Trajectory
+from verl.data.rl_dataset import DataOrder
 from verl.utils.seeding import derive_seed
 
 if TYPE_CHECKING:  # not at run time: the config checks import this module, which stays free of torch
-    from verl.workers.sharded_group import ShardedWorkerGroup
+    from verl.single_controller.sharded_group import ShardedWorkerGroup
 
 VALIDATION_SEED_STREAM = 7919  # validation samples draw from their own seed stream, fixed across steps
 

@@ -15,7 +15,7 @@ import torch
 from transformers import PreTrainedModel
 
 from verl.trainer.sft.parallel import SINGLE, Ranks, all_max, all_sum
-from verl.workers.actor.micro_batching import (
+from verl.workers.micro_batching import (
     balance_rows_across_ranks,
     partition_by_token_budget,
     split_to_count,

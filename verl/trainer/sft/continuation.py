@@ -9,30 +9,7 @@ chunk_size - keep_head - keep_tail. Both data sources (the synthetic task and fi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
-
 from verl.core.delethink import DelethinkParams
-
-
-@dataclass
-class DelethinkExamplesConfig:
-    """Which examples become continuation chunks (off at prob 0). The Delethink fields have training's
-    names (algorithm.delethink) and build the same DelethinkParams."""
-
-    prob: float = 0.0  # share of (long enough) examples that become one continuation chunk
-    chunk_size: int = 32  # C
-    keep_head: int = 4  # carry-over: the first keep_head response tokens
-    keep_tail: int = 12  # carry-over: the last keep_tail response tokens
-
-    def params_fields(self) -> dict[str, int]:
-        """The DelethinkParams fields set here (I does not matter: examples resume from every boundary)."""
-        return {"chunk_size": self.chunk_size, "keep_head": self.keep_head, "keep_tail": self.keep_tail}
-
-    @cached_property
-    def params(self) -> DelethinkParams:
-        """The Delethink parameters whose loop these examples imitate (the config loader checked them)."""
-        return DelethinkParams(**self.params_fields())
 
 
 def delethink_cuts(target_len: int, params: DelethinkParams) -> list[int]:

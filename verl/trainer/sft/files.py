@@ -12,57 +12,16 @@ while loading, before any training.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from verl.config.sft import FORMATS, DataConfig, DelethinkExamplesConfig
 from verl.data.rl_dataset import DataError, DataOrder, encode_prompt
 from verl.trainer.sft.batches import Pair
-from verl.trainer.sft.continuation import DelethinkExamplesConfig, continuation_example, delethink_cuts
-
-FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}  # file suffix -> datasets builder
-TRUNCATION = ("error", "right")
-
-
-@dataclass
-class DataConfig:
-    """Where the training examples come from (data.*). The file keys are ignored for source=task."""
-
-    source: str = "task"  # task: synthetic problems drawn on the fly (the task section) | files
-    train_files: list[str] = field(default_factory=list)  # .jsonl/.json/.parquet; one path or a list
-    val_files: list[str] = field(default_factory=list)  # validation loss on these; [] for none
-    prompt_key: str = "prompt"  # column of the prompt (a string, or a list of chat messages)
-    response_key: str = "response"  # column of the response string (with prompt_key)
-    messages_key: str = "messages"  # column of a whole chat, used when a file has it
-    max_length: int = 2048  # most prompt + response tokens (eos included) per example
-    # a longer row: error (names the file and row) | right (drop the response's last tokens, and the eos)
-    truncation: str = "error"
-    shuffle: bool = True  # a fresh order every epoch (a function of train.seed and the epoch)
-    # a share of the rows whose thinking (the response before </think>) is longer than chunk_size
-    # become the Delethink chunk after a cut instead: the prompt exactly as DelethinkAgentLoop builds it
-    continuation: DelethinkExamplesConfig = field(default_factory=DelethinkExamplesConfig)
-
-    def problems(self) -> list[str]:
-        """`key=value: rule` lines for the file keys (source=files only)."""
-        out = []
-        if not self.train_files:
-            out.append("data.train_files=[]: data.source=files needs at least one training file")
-        for key in ("train_files", "val_files"):
-            for i, path in enumerate(getattr(self, key)):
-                p = Path(path)
-                if not p.is_file():
-                    out.append(f"data.{key}[{i}]={path!r}: {'a directory' if p.is_dir() else 'no such file'}")
-                elif p.suffix not in FORMATS:
-                    out.append(f"data.{key}[{i}]={path!r}: unsupported file type (use {', '.join(FORMATS)})")
-        if self.max_length < 2:
-            out.append(f"data.max_length={self.max_length}: must be >= 2")
-        if self.truncation not in TRUNCATION:
-            out.append(f"data.truncation={self.truncation!r}: must be one of {list(TRUNCATION)}")
-        if not 0 <= self.continuation.prob <= 1:
-            out.append(f"data.continuation.prob={self.continuation.prob}: must be in [0, 1]")
-        return out
+from verl.trainer.sft.continuation import continuation_example, delethink_cuts
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from torch.distributed.fsdp import FSDPModule
 from transformers import PreTrainedModel
 
 from verl.config import FSDPConfig
-from verl.workers.fsdp_workers import shard_model
+from verl.single_controller.fsdp_workers import shard_model
 
 T = TypeVar("T")
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)

@@ -4,86 +4,23 @@ continuation chunks and long starts among them, and the held-out accuracy evalua
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from verl.config.sft import EvalConfig, TaskConfig
 from verl.data import shift_register
-from verl.data.synthetic import LABELS, Problem, make_problem, problem_sizes, solve
+from verl.data.synthetic import LABELS, make_problem, problem_sizes, solve
+from verl.data.task_problem import TaskProblem
 from verl.trainer.sft.batches import Pair
-from verl.trainer.sft.continuation import DelethinkExamplesConfig, continuation_example, delethink_cuts
+from verl.trainer.sft.continuation import continuation_example, delethink_cuts
 from verl.utils.reward_score.synthetic import compute_score
 
-
-@dataclass
-class ContinuationConfig(DelethinkExamplesConfig):
-    """Continuation examples of the task (sft/continuation.py): with probability `prob` an example is the
-    chunk after a cut, drawn uniformly among the cuts of a problem of size up to `max_size` (a problem
-    too short to be cut stays whole)."""
-
-    # continuation problems are drawn from sizes [task.min_size, max_size]; null: task.max_size. Larger
-    # shows the model chunks from deep inside problems longer than any of its whole traces, at the
-    # positions a Delethink chunk has, while its whole traces stay within the training budget
-    max_size: int | None = None
-
-
-TaskProblem = (
-    Problem | shift_register.Problem
-)  # what every task's generator returns: question, response, size
+# each task by name and the largest problem size it writes (the running sum: one term per label of the
+# default alphabet; the shift register: what its counter holds); the config checks its sizes against it
 TASK_MAX_SIZE = {"running_sum": len(LABELS), "shift_register": shift_register.MAX_STEPS}
-
-
-@dataclass
-class LongStartConfig:
-    """The first tokens of problems longer than any whole trace (off at prob 0).
-
-    A whole trace's first step can depend on the question's size (the shift register's counter starts
-    at n), and whole traces show only sizes up to task.max_size, so a model trained on them can misread
-    a larger n at the start; continuation chunks never show a start. These examples do: a problem of a
-    size drawn from (task.max_size, task.continuation_max_size], its chat prompt, and only the first
-    `tokens` response tokens as the target (no eos, so nothing teaches stopping there).
-    """
-
-    prob: float = 0.0  # share of training examples that are such a start
-    tokens: int = 27  # response tokens per start (27: three shift-register steps)
-
-
-@dataclass
-class TaskConfig:
-    """The training problems. They may differ from the RL data on purpose, to get past plateaus fast:
-
-    - short problems (from 1 size) teach the lookup that copies a digit into the thinking;
-    - extra zero digits. Both tasks' new digit is a sum mod 10 of two digits it must read (the running sum:
-      the previous sum and the term; the shift register: the register's first two digits). With uniform
-      digits the sum is independent of either digit alone, so nothing rewards reading one until both are
-      read together: the loss sits on a plateau (the digit at chance) until the weights drift into reading
-      both, and when that happens depends on the seed. With zeros, a step that adds 0 copies the other
-      digit, which rewards reading each one on its own (recipes/markovian_testbed/README.md measures it).
-    """
-
-    name: str = "running_sum"  # running_sum (size: terms) | shift_register (size: steps)
-    min_size: int = 1  # whole-trace problem sizes are drawn uniformly from [min_size, max_size]
-    max_size: int = 12
-    # each digit is 0 with this probability, else uniform over 0..9 (running_sum: every term; shift_register:
-    # the start register's digits, which keeps the register rich in zeros for many steps)
-    zero_prob: float = 0.0
-    labels: str = LABELS  # running_sum: term i is labelled labels[i % len(labels)], also when held out
-    continuation: ContinuationConfig = field(default_factory=ContinuationConfig)
-    long_start: LongStartConfig = field(default_factory=LongStartConfig)
-
-    @property
-    def continuation_max_size(self) -> int:
-        return self.max_size if self.continuation.max_size is None else self.continuation.max_size
-
-
-@dataclass
-class EvalConfig:
-    num_problems: int  # held-out problems (running sum: uniform digits), spread evenly over the sizes
-    min_size: int  # the sizes of the RL data
-    max_size: int
-    max_new_tokens: int
 
 
 def encode_example(tokenizer: PreTrainedTokenizerBase, problem: TaskProblem) -> tuple[list[int], list[int]]:

@@ -21,23 +21,30 @@ from collections import defaultdict
 
 import torch
 import torch.distributed as dist
-from torch.distributed.fsdp import FSDPModule
 
 from verl.config import ActorConfig
-from verl.core import core_algos
+from verl.core import core_algos, log_softmax
 from verl.core.batch import select_rows, trim_padding_columns
-from verl.workers.actor.micro_batching import (
-    length_sorted_groups,
-    partition_by_token_budget,
-    prompt_sorted_groups,
-    split_to_count,
-)
 from verl.workers.actor.packing import packed_response_logits
 from verl.workers.actor.shared_prefix import (
     SHARED_PREFIX_ATTENTION,
     plan_shared_prefixes,
     prompt_ids,
     shared_prefix_response_logits,
+)
+from verl.workers.data_parallel import (
+    all_reduce,
+    mini_batch_denominators,
+    mini_batch_rows,
+    optimizer_step,
+    row_token_counts,
+    sum_gradients_over_ranks,
+)
+from verl.workers.micro_batching import (
+    length_sorted_groups,
+    partition_by_token_budget,
+    prompt_sorted_groups,
+    split_to_count,
 )
 
 # per-token statistics reported as token-weighted means over all ranks
@@ -63,86 +70,6 @@ def response_logits(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> t
         use_cache=False,
         logits_to_keep=torch.arange(length - t - 1, length - 1, device=batch["input_ids"].device),
     ).logits
-
-
-def row_token_counts(batch: dict[str, torch.Tensor]) -> list[int]:
-    """Real tokens (prompt + response, no padding) of each row: what a micro-batch's budget counts."""
-    return batch["attention_mask"].sum(-1).tolist()
-
-
-def world_size() -> int:
-    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-
-
-def all_reduce(values: torch.Tensor, op=dist.ReduceOp.SUM) -> torch.Tensor:
-    """In-place all-reduce over the default group; the identity in a single process."""
-    if world_size() > 1:
-        dist.all_reduce(values, op=op)
-    return values
-
-
-def sum_gradients_over_ranks(model: torch.nn.Module) -> None:
-    """Each rank's loss is already its share of the global mini-batch loss (global denominators), so the
-    gradients must be SUMMED over ranks, while FSDP2 averages them by default. The divide factor is set
-    to 1 rather than the loss multiplied by the world size: the loss and its metrics stay the true
-    values, and the gradient does not depend on how FSDP counts its data-parallel size. Factor 1 alone
-    asks for NCCL's PREMUL_SUM, which gloo rejects; forcing sum reductions makes it a plain SUM on both
-    gloo and NCCL."""
-    for module in model.modules():
-        if isinstance(module, FSDPModule):
-            module.set_gradient_divide_factor(1.0)
-            module.set_force_sum_reduction_for_comms(True)
-
-
-def mini_batch_rows(batch: dict[str, torch.Tensor], num_mini_batches: int) -> list[torch.Tensor]:
-    """This rank's rows of each mini-batch: by `batch["mini_batch_index"]` when the rows carry one
-    (token-balanced sharding), else `num_mini_batches` equal contiguous blocks."""
-    n = batch["responses"].shape[0]
-    if "mini_batch_index" in batch:
-        index = batch["mini_batch_index"]
-        bad = ((index < 0) | (index >= num_mini_batches)).nonzero().flatten().tolist()
-        if bad:
-            raise ValueError(f"mini_batch_index of rows {bad} is outside [0, {num_mini_batches})")
-        return [(index == m).nonzero().flatten() for m in range(num_mini_batches)]
-    if n % num_mini_batches:
-        raise ValueError(f"{n} rows do not split into {num_mini_batches} mini-batches")
-    return list(torch.arange(n, device=batch["responses"].device).chunk(num_mini_batches))
-
-
-def mini_batch_denominators(
-    batch: dict[str, torch.Tensor], mini_rows: list[torch.Tensor], norm_length: int
-) -> list[dict[str, float]]:
-    """Each mini-batch's loss denominators over all ranks (its rows and response tokens, in one
-    all-reduce) and the norm length, as `core_algos.agg_loss` takes them."""
-    totals = all_reduce(
-        torch.tensor(
-            [[len(rows), float(batch["response_mask"][rows].sum())] for rows in mini_rows],
-            dtype=torch.float64, device=batch["responses"].device,
-        )
-    ).tolist()  # fmt: skip
-    return [
-        dict(
-            global_num_rows=max(rows, 1.0), global_num_tokens=max(tokens, 1.0), norm_length=float(norm_length)
-        )
-        for rows, tokens in totals
-    ]
-
-
-def optimizer_step(
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    lr_scheduler: torch.optim.lr_scheduler.LRScheduler | None,
-    grad_clip: float,
-) -> float:
-    """Clip the gradient norm, step unless it is not finite (a bad batch must not wreck the weights),
-    advance the schedule; returns the norm before clipping."""
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
-    if torch.isfinite(torch.tensor(grad_norm)):
-        optimizer.step()
-    if lr_scheduler is not None:
-        lr_scheduler.step()
-    return grad_norm
 
 
 class DataParallelPPOActor:
@@ -235,7 +162,7 @@ class DataParallelPPOActor:
         ):
             # an empty group keeps this rank in step with the others' forwards; its result is unused
             mb = trim_padding_columns(select_rows(batch, torch.tensor(rows or [0], device=out.device)))
-            lp = core_algos.log_probs_from_logits(self._logits(mb)[0], mb["responses"], self.temperature)
+            lp = log_softmax.log_probs_from_logits(self._logits(mb)[0], mb["responses"], self.temperature)
             if rows:
                 out[torch.tensor(rows, device=out.device), : lp.shape[1]] = lp
         return out[:, :t]
@@ -243,8 +170,10 @@ class DataParallelPPOActor:
     def update_policy(
         self, batch: dict[str, torch.Tensor], num_mini_batches: int, correction_ratio: float = 1.0
     ) -> dict[str, float]:
-        """PPO epochs over `num_mini_batches` optimizer steps. `correction_ratio` rescales the
-        per-row mean (Delethink's flat batch: rows / trajectories).
+        """PPO epochs over `num_mini_batches` optimizer steps. `correction_ratio` is the step's rows
+        per trajectory (`verl.core.batch.flat_batch_correction_ratio`): the trajectory-mean loss mode
+        (`core_algos.TRAJECTORY_MEAN_MODE`) divides by each mini-batch's rows over it, so Delethink's
+        flat batch of chunk rows trains on the mean over trajectories; every other mode ignores it.
 
         `batch` holds this rank's rows. Without `batch["mini_batch_index"]` (long, one per row) the
         rows split into `num_mini_batches` equal contiguous blocks, block m being the rank's share of
@@ -256,7 +185,7 @@ class DataParallelPPOActor:
             raise ValueError("update_policy got no rows: every rank needs at least one")
         mini_rows = mini_batch_rows(batch, num_mini_batches)
         device = batch["responses"].device
-        denominators_of = mini_batch_denominators(batch, mini_rows, self.norm_length)
+        denominators_of = mini_batch_denominators(batch, mini_rows, self.norm_length, correction_ratio)
         dummy_row = select_rows(batch, slice(0, 1))  # input of zero-weight passes
         self.model.train()
         step_losses: list[dict[str, float]] = []  # this rank's share of each step's loss terms
@@ -290,7 +219,7 @@ class DataParallelPPOActor:
                     mb = select_rows(mini, torch.tensor(group, device=device)) if group else dummy_row
                     counters["actor/zero_weight_micro_batches"] += 1 - weight
                     self._backward_micro_batch(
-                        trim_padding_columns(mb), denominators, correction_ratio * weight, losses, counters
+                        trim_padding_columns(mb), denominators, weight, losses, counters
                     )
                 step_losses.append(losses)
                 local["actor/lr"].append(self.optimizer.param_groups[0]["lr"])
@@ -306,7 +235,7 @@ class DataParallelPPOActor:
         mask = mb["response_mask"]
         logits, forward_tokens = self._logits(mb)
         # one pass for both; the entropy's gradient is used only with an entropy bonus
-        log_prob, entropy = core_algos.log_probs_and_entropy(logits, mb["responses"], self.temperature)
+        log_prob, entropy = log_softmax.log_probs_and_entropy(logits, mb["responses"], self.temperature)
         pl = core_algos.compute_policy_loss(
             mb["old_log_probs"], log_prob, mb["advantages"], mask,
             clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,

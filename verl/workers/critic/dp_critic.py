@@ -17,7 +17,7 @@ import torch.distributed as dist
 from verl.config import CriticConfig
 from verl.core import core_algos
 from verl.core.batch import select_rows, trim_padding_columns
-from verl.workers.actor.dp_actor import (
+from verl.workers.data_parallel import (
     all_reduce,
     mini_batch_denominators,
     mini_batch_rows,
@@ -25,7 +25,7 @@ from verl.workers.actor.dp_actor import (
     row_token_counts,
     sum_gradients_over_ranks,
 )
-from verl.workers.actor.micro_batching import length_sorted_groups, partition_by_token_budget, split_to_count
+from verl.workers.micro_batching import length_sorted_groups, partition_by_token_budget, split_to_count
 
 # per-token statistics reported as token-weighted means over all ranks
 TOKEN_STATS = ("critic/vf_clipfrac", "critic/vpred_mean")
@@ -94,12 +94,12 @@ class DataParallelPPOCritic:
                 out[torch.tensor(rows, device=out.device), : values.shape[1]] = values
         return out * batch["response_mask"]
 
-    def update_critic(
-        self, batch: dict[str, torch.Tensor], num_mini_batches: int, correction_ratio: float = 1.0
-    ) -> dict[str, float]:
+    def update_critic(self, batch: dict[str, torch.Tensor], num_mini_batches: int) -> dict[str, float]:
         """`ppo_epochs` passes of `num_mini_batches` optimizer steps on the clipped value loss toward
         batch["returns"], clipped around batch["values"]. Rows split into mini-batches as the actor's
-        (`DataParallelPPOActor.update_policy`); `correction_ratio` rescales the per-row mean likewise."""
+        (`DataParallelPPOActor.update_policy`). The value loss is a loss per token (its rows are
+        regression targets, not trajectories to weigh), so Delethink's rows-per-trajectory correction
+        never reaches it: a trace-length mode here divides by the rows."""
         cfg = self.config
         if batch["responses"].shape[0] == 0:
             raise ValueError("update_critic got no rows: every rank needs at least one")
@@ -120,7 +120,7 @@ class DataParallelPPOCritic:
                     weight = 1.0 if group else 0.0
                     mb = select_rows(mini, torch.tensor(group, device=device)) if group else dummy_row
                     step_loss += self._backward_micro_batch(
-                        trim_padding_columns(mb), denominators, correction_ratio * weight, counters
+                        trim_padding_columns(mb), denominators, weight, counters
                     )
                 step_losses.append(step_loss)
                 local["critic/lr"].append(self.optimizer.param_groups[0]["lr"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,12 +32,19 @@ class NaiveRewardManager:
         data_sources: list[str],
         ground_truths: list[str],
         extra_infos: list[dict] | None = None,
+        judged: Callable[[Trajectory, str], bool] | None = None,
     ) -> list[RewardResult]:
+        """Each trajectory's decoded text and the reward function's score of it. `judged(trajectory,
+        ground_truth)` picks the items the function scores; the others score 0 (the scorer that wraps
+        this one for env episodes adds their env rewards, verl/envs/scoring.py). All by default."""
         infos = self.checked_infos(trajectories, data_sources, ground_truths, extra_infos)
         solution_strs = self.decode(trajectories)
-        scores = self.function_scores(
-            range(len(trajectories)), data_sources, solution_strs, ground_truths, infos
-        )
+        pairs = enumerate(zip(trajectories, ground_truths, strict=True))
+        indices = [i for i, (t, truth) in pairs if judged is None or judged(t, truth)]
+        scores = [0.0] * len(trajectories)
+        function_scores = self.function_scores(indices, data_sources, solution_strs, ground_truths, infos)
+        for i, score in zip(indices, function_scores, strict=True):
+            scores[i] = score
         return [RewardResult(score, text) for score, text in zip(scores, solution_strs, strict=True)]
 
     def checked_infos(
@@ -73,14 +80,13 @@ class NaiveRewardManager:
 
     def function_scores(
         self,
-        indices: Iterable[int],
+        indices: list[int],
         data_sources: list[str],
         solution_strs: list[str],
         ground_truths: list[str],
         infos: list[dict | None],
     ) -> list[float]:
         """The reward function's score of each item in `indices` (positions in the other lists)."""
-        indices = list(indices)
         if not self.custom:
             return default_compute_scores(
                 [data_sources[i] for i in indices], [solution_strs[i] for i in indices],

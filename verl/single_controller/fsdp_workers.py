@@ -2,7 +2,7 @@
 
 It holds one FSDP2 shard of the policy with its optimizer, a rollout engine with a full copy of the
 weights (refreshed in place after every update), the agent loop that drives the engine, and an
-optional frozen reference policy for a KL loss. `verl.workers.worker_group` runs N of them as Ray
+optional frozen reference policy for a KL loss. `verl.single_controller.worker_group` runs N of them as Ray
 actors; the driver calls them with plain data. Construction is cheap; `init_model` joins the process
 group and loads the models, so the group can learn rank 0's address first.
 
@@ -46,8 +46,7 @@ from transformers import (
 from verl.agent_loop.manager import build_agent_loop, run_agent_loops
 from verl.config import FSDPConfig, OptimConfig, PolicyIterationConfig
 from verl.core.engine import GenerateOutput, SamplingParams
-from verl.core.trajectory import Trajectory
-from verl.data.rl_dataset import PromptItem
+from verl.core.trajectory import PromptItem, Trajectory
 from verl.envs.base import close_open_envs
 from verl.envs.plugins import import_plugins
 from verl.models import lora
@@ -358,8 +357,9 @@ class ActorRolloutRefWorker:
     ) -> dict[str, float]:
         """One step's updates: the critic's (gae), then the actor's, in one window in which a colocated
         engine has given its memory to training (rollout.free_cache_engine); the engine then takes the
-        actor's weights. The critic's share of the time comes back as timing/update_critic_s, and on
-        CUDA this rank's peak memory per phase since the last update as perf/max_memory_*."""
+        actor's weights. `correction_ratio` (the step's rows per trajectory) is the actor's alone. The
+        critic's share of the time comes back as timing/update_critic_s, and on CUDA this rank's peak
+        memory per phase since the last update as perf/max_memory_*."""
         with self.memory_peaks.phase("update"):
             metrics = self._update(batch, num_mini_batches, correction_ratio, actor=actor, critic=critic)
         return {**metrics, **self.memory_peaks.report()}
@@ -383,7 +383,7 @@ class ActorRolloutRefWorker:
             t = time.perf_counter()
             dp_critic = self._require_critic()
             with optimizer_on_device(dp_critic.optimizer, self.device, self.config.critic.fsdp_config):
-                metrics.update(dp_critic.update_critic(batch, num_mini_batches, correction_ratio))
+                metrics.update(dp_critic.update_critic(batch, num_mini_batches))
             metrics["timing/update_critic_s"] = time.perf_counter() - t
         if actor:
             with optimizer_on_device(self.optimizer, self.device, ref_cfg.actor.fsdp_config):

@@ -12,8 +12,8 @@ The group splits work across ranks and joins the results:
   update like the actor's.
 
 How a call reaches a rank is a subclass's one job (`_call_ranks`): Ray actors
-(`verl/workers/worker_group.py`, trainer.launcher=ray) or the one in-process worker
-(`verl/workers/local_worker_group.py`, trainer.launcher=local). This module imports no Ray, so the
+(`verl/single_controller/worker_group.py`, trainer.launcher=ray) or the one in-process worker
+(`verl/single_controller/local_worker_group.py`, trainer.launcher=local). This module imports no Ray, so the
 trainer can name the group's type without starting it.
 """
 
@@ -25,10 +25,9 @@ import torch
 
 from verl.core.batch import select_rows
 from verl.core.engine import SamplingParams
-from verl.core.trajectory import Trajectory
-from verl.data.rl_dataset import PromptItem
-from verl.workers.actor.dp_actor import row_token_counts
-from verl.workers.actor.micro_batching import balance_rows_across_ranks, balanced_update_shards
+from verl.core.trajectory import PromptItem, Trajectory
+from verl.workers.data_parallel import row_token_counts
+from verl.workers.micro_batching import balance_rows_across_ranks, balanced_update_shards
 
 
 def contiguous_shards(n: int, num_shards: int) -> list[slice]:

@@ -1,7 +1,7 @@
 """The memory estimate of a validated config: the table `DRY_RUN=1` prints after the plan, and the
 refusal of a CUDA run whose estimate exceeds `trainer.gpu_memory_gib`, naming the keys to change.
 
-The formulas live in `verl/trainer/memory_estimate.py`. Here: the model's shape (its config.json when
+The formulas live in `verl/tools/memory_estimate.py`. Here: the model's shape (its config.json when
 the path is a local directory, else the known dims of a few hub ids, else no estimate: a guess would
 make the check pass or fail for no reason), the config's values in the estimate's terms, and text.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 from verl.config import PolicyIterationConfig
 from verl.tools.cost_model import qwen2_dims
-from verl.trainer.memory_estimate import (
+from verl.tools.memory_estimate import (
     GIB,
     PHASES,
     RUNTIME_OVERHEAD_GIB,
@@ -148,7 +148,7 @@ def format_estimate(estimate: MemoryEstimate, settings: MemorySettings, source: 
     width = max(len(t) for t in terms) + 2
     lines = [
         f"peak GPU memory per rank, estimated in GiB (model: {source}; formulas: "
-        "verl/trainer/memory_estimate.py)",
+        "verl/tools/memory_estimate.py)",
         f"{'':<{width}}" + "".join(f"{phase:>15}" for phase in PHASES),
     ]
     for term in terms:

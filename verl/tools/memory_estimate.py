@@ -1,6 +1,6 @@
 """Peak GPU memory per rank of an RL run, from numbers a config gives: pure arithmetic, no torch.
 
-A worker (`verl/workers/fsdp_workers.py`) holds an FSDP2 shard of the policy next to a rollout
+A worker (`verl/single_controller/fsdp_workers.py`) holds an FSDP2 shard of the policy next to a rollout
 engine and goes through three phases every step, each with its own peak; the estimate is the largest:
 
   rollout        the engine generates; the trainer keeps only what survives between steps
@@ -37,7 +37,7 @@ Terms, in bytes:
                     block recomputed during backward); without, N L A. Old log-probs: N A (without
                     grad nothing is kept between blocks).
   logits            [P, V] buffers of the actor's log-prob code (dp_actor, packing and
-                    core_algos.log_probs_from_logits / log_probs_and_entropy). The LM head runs on
+                    log_softmax.log_probs_from_logits / log_probs_and_entropy). The LM head runs on
                     the response positions only and its logits stay in the compute dtype: bPV. The
                     log-probs and the entropy metric are worked out a chunk of C positions at a time,
                     C = LOGITS_CHUNK_BYTES / 4V (one float32 [C, V] buffer of about 256 MiB):
@@ -95,7 +95,7 @@ GIB = 2**30
 MASTER_BYTES = 4  # the sharded weights, their gradients and Adam's moments are float32
 ADAM_MOMENTS = 2  # exp_avg and exp_avg_sq
 UPDATE_LOGIT_COPIES = 2  # [P, V] buffers in the compute dtype in the update's backward: logits, gradient
-LOGITS_CHUNK_BYTES = 256 * 2**20  # core_algos.LOGITS_CHUNK_BYTES: one float32 [chunk, V] buffer
+LOGITS_CHUNK_BYTES = 256 * 2**20  # log_softmax.LOGITS_CHUNK_BYTES: one float32 [chunk, V] buffer
 RUNTIME_OVERHEAD_GIB = 3.0
 PHASES = ("rollout", "old log-probs", "update")
 TERMS = (  # in the order the table prints them

@@ -2,8 +2,8 @@
 
 Each rank is an `ActorRolloutRefWorker` Ray actor holding one FSDP2 shard of the policy and a full
 copy of the weights in its rollout engine, placed in its bundle of a placement group node by node
-(`verl/workers/placement.py`). How the work is split across ranks and joined is
-`verl/workers/sharded_group.py`; here, only how a call reaches the ranks. On CPU the ranks talk over
+(`verl/single_controller/placement.py`). How the work is split across ranks and joined is
+`verl/single_controller/sharded_group.py`; here, only how a call reaches the ranks. On CPU the ranks talk over
 gloo, on GPU over NCCL; the code is the same.
 """
 
@@ -16,9 +16,9 @@ import ray
 from ray.util import remove_placement_group
 
 from verl.config import PolicyIterationConfig
-from verl.workers import placement
-from verl.workers.fsdp_workers import ActorRolloutRefWorker
-from verl.workers.sharded_group import ShardedWorkerGroup
+from verl.single_controller import placement
+from verl.single_controller.fsdp_workers import ActorRolloutRefWorker
+from verl.single_controller.sharded_group import ShardedWorkerGroup
 
 
 def cpu_threads_per_rank(world_size: int) -> int:

@@ -14,8 +14,8 @@ import inspect
 from typing import Any
 
 from verl.config import PolicyIterationConfig
-from verl.workers.fsdp_workers import ActorRolloutRefWorker
-from verl.workers.sharded_group import ShardedWorkerGroup
+from verl.single_controller.fsdp_workers import ActorRolloutRefWorker
+from verl.single_controller.sharded_group import ShardedWorkerGroup
 
 
 def _quiet_about_stops(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

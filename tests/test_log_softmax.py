@@ -1,0 +1,138 @@
+"""The chunked log-softmax kernel (verl/core/log_softmax.py) against numbers worked out by hand, against
+torch's whole-tensor log_softmax and entropy, and across chunk sizes."""
+
+import math
+
+import pytest
+import torch
+from torch.testing import assert_close
+
+from verl.core import log_softmax
+from verl.core.log_softmax import log_probs_and_entropy, log_probs_from_logits
+
+
+def test_entropy_hand_computed():
+    # uniform over 4: ln 4
+    # p = [2/3, 1/3] from logits [ln 2, 0]: -(2/3 ln 2/3 + 1/3 ln 1/3) = ln 3 - (2/3) ln 2 = 0.636514
+    # [1000, 1000]: uniform over 2 = ln 2 (logits this large must not overflow)
+    # [1000, 0, 0, 0]: one-hot to float precision -> 0
+    logits = torch.tensor(
+        [
+            [0.0, 0.0, 0.0, 0.0],
+            [math.log(2), 0.0, -1e9, -1e9],
+            [1000.0, 1000.0, -1e9, -1e9],
+            [1000.0, 0.0, 0.0, 0.0],
+        ]
+    )
+    expected = torch.tensor([math.log(4), math.log(3) - 2 / 3 * math.log(2), math.log(2), 0.0])
+    _, entropy = log_probs_and_entropy(logits[None], torch.zeros(1, 4, dtype=torch.long))
+    assert_close(entropy[0], expected)
+
+
+def test_log_probs_from_logits_hand_computed():
+    logits = torch.tensor([[[0.0, math.log(3)], [0.0, math.log(3)]]])
+    labels = torch.tensor([[1, 0]])
+    # softmax([0, ln 3]) = [1/4, 3/4]
+    assert_close(log_probs_from_logits(logits, labels), torch.tensor([[math.log(3 / 4), math.log(1 / 4)]]))
+    # temperature 2: softmax([0, ln 3 / 2]) = [1, sqrt 3] / (1 + sqrt 3)
+    s3 = math.sqrt(3)
+    expected = torch.tensor([[math.log(s3 / (1 + s3)), math.log(1 / (1 + s3))]])
+    assert_close(log_probs_from_logits(logits, labels, temperature=2.0), expected)
+
+
+def test_log_probs_from_logits_matches_log_softmax_with_grad():
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 3, 5, generator=gen, requires_grad=True)
+    labels = torch.randint(0, 5, (2, 3), generator=gen)
+    out = log_probs_from_logits(logits, labels, temperature=0.7)
+    manual = torch.log_softmax(logits / 0.7, dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+    assert_close(out, manual)
+    (grad,) = torch.autograd.grad(out.sum(), logits)
+    (manual_grad,) = torch.autograd.grad(manual.sum(), logits)
+    assert_close(grad, manual_grad)
+    # bf16 logits are scored in float32
+    assert log_probs_from_logits(logits.detach().bfloat16(), labels).dtype == torch.float32
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        log_probs_from_logits(logits, labels, temperature=0.0)
+    with pytest.raises(ValueError, match=r"labels \[B, T\]"):
+        log_probs_from_logits(logits, labels[:, :2])
+
+
+# A 2 x 3 example: position 0 has logits [0, ln 2, ln 3] -> p = [1/6, 1/3, 1/2], label 2;
+# position 1 has [0, 0, 0] -> p = [1/3, 1/3, 1/3], label 0.
+HAND_LOGITS = torch.tensor([[[0.0, math.log(2), math.log(3)], [0.0, 0.0, 0.0]]])
+HAND_LABELS = torch.tensor([[2, 0]])
+HAND_P = torch.tensor([[1 / 6, 1 / 3, 1 / 2], [1 / 3, 1 / 3, 1 / 3]])
+# H = -sum p ln p: (1/6) ln 6 + (1/3) ln 3 + (1/2) ln 2 = 1.011404; ln 3 = 1.098612
+HAND_ENTROPY = torch.tensor([[math.log(6) / 6 + math.log(3) / 3 + math.log(2) / 2, math.log(3)]])
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0])
+def test_log_probs_entropy_and_their_gradients_by_hand(temperature):
+    """At temperature T the logits are T times the example's, so p is the same and every gradient
+    is divided by T."""
+    logits = (HAND_LOGITS * temperature).requires_grad_()
+    log_probs, entropy = log_probs_and_entropy(logits, HAND_LABELS, temperature)
+    assert_close(log_probs, torch.tensor([[math.log(1 / 2), math.log(1 / 3)]]))
+    assert_close(entropy, HAND_ENTROPY)
+    # d log p_label / dz = onehot - p: [-1/6, -1/3, 1/2] and [2/3, -1/3, -1/3]
+    (grad,) = torch.autograd.grad(log_probs.sum(), logits, retain_graph=True)
+    onehot = torch.tensor([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])
+    assert_close(grad[0], (onehot - HAND_P) / temperature)
+    # dH/dz = -p (ln p + H): 0 for the uniform position;
+    # position 0: -[1/6 (ln 1/6 + H), 1/3 (ln 1/3 + H), 1/2 (ln 1/2 + H)] = [0.1301, 0.0291, -0.1592]
+    (grad,) = torch.autograd.grad(entropy.sum(), logits, retain_graph=True)
+    expected = -HAND_P * (HAND_P.log() + HAND_ENTROPY[0, :, None])
+    assert_close(expected[0], torch.tensor([0.13010, 0.02910, -0.15920]), atol=1e-4, rtol=0)
+    assert_close(grad[0], expected / temperature)
+    # both at once, weighted: the sum of the two
+    (grad,) = torch.autograd.grad((2 * log_probs - 3 * entropy).sum(), logits)
+    assert_close(grad[0], (2 * (onehot - HAND_P) - 3 * expected) / temperature)
+
+
+def reference_log_probs_and_entropy(logits, labels, temperature):
+    """What the actor computed before the chunked function, on float32 copies of the whole tensor."""
+    scaled = logits.float() / temperature
+    log_probs = scaled.gather(-1, labels.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(scaled, dim=-1)
+    shifted = scaled - scaled.detach().amax(dim=-1, keepdim=True)
+    entropy = torch.logsumexp(shifted, dim=-1) - (torch.softmax(shifted, dim=-1) * shifted).sum(-1)
+    return log_probs, entropy
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+@pytest.mark.parametrize("chunk_positions", [1, 3, 1000])  # one position, an uneven split, one chunk
+def test_chunks_give_the_whole_tensors_result(monkeypatch, temperature, chunk_positions):
+    gen = torch.Generator().manual_seed(0)
+    vocab = 50
+    monkeypatch.setattr(log_softmax, "LOGITS_CHUNK_BYTES", chunk_positions * vocab * 4)
+    logits = (5 * torch.randn(2, 7, vocab, generator=gen)).requires_grad_()
+    labels = torch.randint(0, vocab, (2, 7), generator=gen)
+    weights = torch.randn(2, 2, 7, generator=gen)
+    log_probs, entropy = log_probs_and_entropy(logits, labels, temperature)
+    ref_log_probs, ref_entropy = reference_log_probs_and_entropy(logits, labels, temperature)
+    assert_close(log_probs, ref_log_probs, atol=1e-6, rtol=0)
+    assert_close(log_probs_from_logits(logits, labels, temperature), log_probs, atol=0, rtol=0)
+    assert_close(entropy, ref_entropy, atol=1e-5, rtol=1e-6)
+    (grad,) = torch.autograd.grad((weights[0] * log_probs + weights[1] * entropy).sum(), logits)
+    (ref_grad,) = torch.autograd.grad((weights[0] * ref_log_probs + weights[1] * ref_entropy).sum(), logits)
+    assert_close(grad, ref_grad, atol=1e-6, rtol=1e-5)
+
+
+def test_bfloat16_logits_are_scored_in_float32_and_get_a_bfloat16_gradient():
+    gen = torch.Generator().manual_seed(1)
+    logits = (3 * torch.randn(3, 4, 20, generator=gen)).bfloat16().requires_grad_()
+    labels = torch.randint(0, 20, (3, 4), generator=gen)
+    log_probs = log_probs_from_logits(logits, labels, 0.8)
+    assert log_probs.dtype == torch.float32
+    ref_log_probs, _ = reference_log_probs_and_entropy(logits, labels, 0.8)
+    assert_close(log_probs, ref_log_probs, atol=1e-6, rtol=0)
+    (grad,) = torch.autograd.grad(log_probs.sum(), logits)
+    (ref_grad,) = torch.autograd.grad(ref_log_probs.sum(), logits)  # float32 grad, cast back by .float()
+    assert grad.dtype == torch.bfloat16
+    assert_close(grad, ref_grad)
+
+
+def test_empty_batches_give_empty_results():
+    log_probs, entropy = log_probs_and_entropy(torch.zeros(0, 5, 7), torch.zeros(0, 5, dtype=torch.long))
+    assert log_probs.shape == entropy.shape == (0, 5)
+    assert log_probs_from_logits(torch.zeros(2, 0, 7), torch.zeros(2, 0, dtype=torch.long)).shape == (2, 0)
