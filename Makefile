@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint tiny clean
+.PHONY: install demo demo-figure test lint tiny clean
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	$(PY) -m venv $(VENV)
@@ -17,6 +17,10 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	PYTHON=$(abspath $(BIN))/python bash examples/quickstart.sh
+
+# The README's picture: the demo's summary.png (a demo already in outputs/quickstart is not rerun)
+demo-figure: demo
+	cp outputs/quickstart/summary.png docs/demo_summary.png
 
 # The suite in TEST_WORKERS processes (pytest-xdist; worksteal: a worker that is done takes over queued
 # tests of the other), each with its share of the cores (tests/conftest.py); then the 10 slowest
