@@ -48,7 +48,8 @@ STEPS=${STEPS:-$STEPS_DEFAULT}
 force_flag=()
 [[ "$FORCE" == 1 ]] && force_flag=(--force)
 check_run_config() {  # check_run_config DIR SEED [RL overrides]: refuse DIR if it was started otherwise
-  "$PYTHON" recipes/markovian_testbed/run_config.py check "$1" ${force_flag[@]+"${force_flag[@]}"} \
+  # --force before DIR: argparse takes DIR and the NAME=VALUE list in one go, so nothing may sit between them
+  "$PYTHON" recipes/markovian_testbed/run_config.py check ${force_flag[@]+"${force_flag[@]}"} "$1" \
     SIZE="$SIZE" SEED="$2" STEPS="$STEPS" SFT_ARGS="${SFT_ARGS:-}" RL_ARGS="${*:3}"
 }
 

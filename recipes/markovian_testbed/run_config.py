@@ -2,7 +2,7 @@
 continued with the settings that started it.
 
     python recipes/markovian_testbed/run_config.py seeds "1 2 3"         # prints: 1 2 3
-    python recipes/markovian_testbed/run_config.py check OUT SIZE=demo SEED=1 STEPS=20 ...
+    python recipes/markovian_testbed/run_config.py check [--force] OUT SIZE=demo SEED=1 STEPS=20 ...
 
 `seeds` prints the seeds, or exits 2 with one line naming SEEDS when one is not an integer >= 0, the list is
 empty or a seed repeats. `check` writes OUT/run_config.json on a directory's first run; later runs must
