@@ -77,11 +77,18 @@ def test_heldout_gains_pair_by_problem_and_claim_a_is_the_accuracy_ratio(tmp_pat
         "Markovian-ness probe: the warm start with Delethink inference / with LongCoT inference = 0.667"
         in text
     )
+    # the probe's verdict, first of this section's: 0.25 / 0.375 = 0.667 < 0.95
+    assert verdicts[0].key == "probe" and verdicts[0].held is False
+    assert verdicts[0].value == pytest.approx(0.25 / 0.375)
+    assert verdicts[0].measured.startswith("0.67x ±") and verdicts[0].measured.endswith(
+        "(0.250 against 0.375)"
+    )
     # no evaluation of the RL runs: not measured, not a crash
     empty = tmp_path / "empty"
     write_samples(empty, "heldout_sft", scored("longcot", warm_lc))
     verdicts = {v.key: v for v in report.heldout_section(empty, 256, 7)[1]}
     assert verdicts["a"].held is None and verdicts["gain_longcot"].measured.startswith("not measured")
+    assert verdicts["probe"].held is None  # the warm start in one mode only
 
 
 def test_claim_b_needs_a_rising_delethink_and_a_small_longcot_gain():
@@ -306,6 +313,7 @@ def test_the_recipe_over_two_seeds_at_smoke_size_writes_every_table(tmp_path):
         assert text.splitlines()[4] == "| claim | target | measured | verdict |"
         for heading in (
             "| the warm start learned the task (held-out T = 1 accuracy) |",
+            "| the warm start resumes after a cut (probe: Delethink / LongCoT inference at B) |",
             "| LongCoT-RL gains over its own warm start (held-out accuracy at B) |",
             "| (a) Delethink-RL's accuracy at B, against LongCoT-RL's |",
             "## RL against its warm start, and (a): held-out problems of the trained sizes at B = 128",
@@ -322,6 +330,7 @@ def test_the_recipe_over_two_seeds_at_smoke_size_writes_every_table(tmp_path):
         keys = [v["key"] for v in json.loads((run / "verdicts.json").read_text())]
         assert keys == [
             "warm_start",
+            "probe",
             "gain_longcot",
             "gain_delethink",
             "a",

@@ -506,11 +506,21 @@ def heldout_section(root: Path, budget: int, chunks: int) -> tuple[list[str], li
         verdicts.append(Verdict("a", a_claim, a_target, measured, ratio[0], held))
     else:
         verdicts.append(not_measured("a", a_claim, a_target, "no held-out evaluation of both RL runs"))
+    # the same ratio before any RL: a warm start that resumes badly after a cut hands (a) its deficit
+    probe_claim = "the warm start resumes after a cut (probe: Delethink / LongCoT inference at B)"
     if warm["longcot"] and warm["delethink"]:
         probe = paired_ratio(warm["delethink"], warm["longcot"])
         lines.append(
             f"Markovian-ness probe: the warm start with Delethink inference / with LongCoT inference = "
             f"{probe[0]:.3f} ± {probe[1]:.3f} (at the same budget, before any RL)"
+        )
+        held = probe[0] >= TARGET_A_RATIO
+        dt, lc = accuracy(warm["delethink"])[0], accuracy(warm["longcot"])[0]
+        measured = f"{probe[0]:.2f}x ± {probe[1]:.2f} ({dt:.3f} against {lc:.3f})"
+        verdicts.insert(0, Verdict("probe", probe_claim, a_target, measured, probe[0], held))
+    else:
+        verdicts.insert(
+            0, not_measured("probe", probe_claim, a_target, "no held-out evaluation of the warm start")
         )
     return lines + [""], verdicts, accuracies
 
