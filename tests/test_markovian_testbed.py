@@ -446,19 +446,26 @@ def test_a_run_directory_continues_only_with_the_settings_that_started_it(tmp_pa
     assert json.loads((tmp_path / "out" / run_config.CONFIG_FILE).read_text())["STEPS"] == "40"
 
 
-def fake_warm_start(sft_dir: Path, seed: int, target: float | None, checks: list[tuple[int, float]]) -> None:
+def fake_warm_start(
+    sft_dir: Path, seed: int, target: float | None, checks: list[tuple[int, float]], delethink_chunks: int = 0
+) -> None:
     sft_dir.mkdir(parents=True)
     steps = checks[-1][0] if checks else 3
     metrics = {"losses": [0.1] * steps, "checks": [{"step": s, "accuracy": a} for s, a in checks]}
     (sft_dir / "sft_metrics.json").write_text(json.dumps(metrics))
     (sft_dir / "sft_config.yaml").write_text(
-        OmegaConf.to_yaml({"train": {"seed": seed, "stop_at_accuracy": target}})
+        OmegaConf.to_yaml(
+            {
+                "train": {"seed": seed, "stop_at_accuracy": target},
+                "eval": {"delethink_chunks": delethink_chunks},
+            }
+        )
     )
 
 
 def test_the_warm_start_check_passes_a_warm_start_at_its_target_and_stops_one_below(tmp_path):
     fake_warm_start(tmp_path / "good", 3, 0.5, [(50, 0.0), (100, 0.25), (150, 0.625)])
-    fake_warm_start(tmp_path / "stuck", 7, 0.5, [(50, 0.0), (100, 0.062), (150, 0.031)])
+    fake_warm_start(tmp_path / "stuck", 7, 0.5, [(50, 0.0), (100, 0.062), (150, 0.031)], delethink_chunks=7)
     script = RECIPE / "warm_start.py"
     good = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "good")], capture_output=True, text=True
@@ -470,7 +477,10 @@ def test_the_warm_start_check_passes_a_warm_start_at_its_target_and_stops_one_be
     )
     assert stuck.returncode == 1 and stuck.stdout == ""
     assert stuck.stderr.count("\n") == 1  # one line
-    assert "warm start (seed 7)" in stuck.stderr
+    assert (
+        "warm start (seed 7): held-out T = 1 accuracy, the lower of LongCoT and Delethink inference"
+        in stuck.stderr
+    )
     assert "it reached 0.062 in 150 steps, below its target 0.5 (train.stop_at_accuracy)" in stuck.stderr
 
 

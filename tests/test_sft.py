@@ -243,8 +243,47 @@ def test_training_stops_once_the_accuracy_target_is_reached(tokenizer):
     batch = batches.collate([sft_task.encode_example(tokenizer, solve([1]))], tokenizer.pad_token_id)
     readings = iter([0.1, 0.3, 0.5, 0.9])
     cfg = train_config(steps=20, stop_at_accuracy=0.4, check_every=2)
-    losses = main_sft.train(model, lambda: [batch], cfg, lambda: next(readings))
+    losses = main_sft.train(model, lambda: [batch], cfg, lambda: {main_sft.CHECK_METRIC: next(readings)})
     assert len(losses) == 6  # checks after steps 2 (0.1), 4 (0.3) and 6 (0.5 >= 0.4)
+
+
+def test_delethink_inference_resumes_each_chunk_from_the_question_head_and_tail(tokenizer):
+    """Chunk by chunk, what DelethinkAgentLoop sends: C = 8 new tokens, then the question + the first 2
+    and last 2 tokens so far and 4 new ones, up to I = 3 chunks (16 tokens), generated here one prompt
+    at a time from hand-cut slices."""
+    model = build_model(tokenizer, seed=0).eval()
+    params = DelethinkParams(chunk_size=8, keep_head=2, keep_tail=2, max_chunks=3)
+    problems = [shift_register.make_problem(random.Random(i), 3) for i in range(3)]
+    prompts = [sft_task.encode_example(tokenizer, p)[0] for p in problems]
+    with torch.no_grad():
+        responses = sft_task.sample_delethink(model, tokenizer, prompts, params, do_sample=False)
+
+        def greedy(ids: list[int], new: int) -> list[int]:
+            return sft_task.sample(model, tokenizer, [ids], new, do_sample=False)[0]
+
+        for prompt, response in zip(prompts, responses, strict=True):
+            assert tokenizer.eos_token_id not in response  # an untrained model: every chunk runs to its end
+            first = greedy(prompt, 8)
+            second = greedy(prompt + first[:2] + first[6:8], 4)
+            third = greedy(prompt + first[:2] + second[2:4], 4)  # the last 2 of first + second
+            assert response == first + second + third and len(response) == params.thinking_budget
+
+
+def test_accuracy_checks_in_both_inference_modes_stop_on_the_lower(tmp_path):
+    save_tiny(tmp_path / "init")
+    result = run_cli(
+        f"model.path={tmp_path / 'init'}", f"output_dir={tmp_path / 'sft'}", "train.steps=2",
+        "train.warmup_steps=1", "train.stop_at_accuracy=1.0", "train.check_every=1", "eval.num_problems=6",
+        "eval.max_new_tokens=16", "eval.delethink_chunks=2", "task.continuation.chunk_size=8",
+        "task.continuation.keep_head=2", "task.continuation.keep_tail=2",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    checks = json.loads((tmp_path / "sft" / "sft_metrics.json").read_text())["checks"]
+    assert [c["step"] for c in checks] == [1, 2]
+    for c in checks:
+        assert set(c) == {"step", "accuracy", "longcot", "delethink"}
+        assert c["accuracy"] == min(c["longcot"], c["delethink"])
+    assert "step 1: held-out accuracy (T=1)" in result.stderr + result.stdout
 
 
 def test_summarize_counts_by_size():
@@ -300,6 +339,8 @@ def test_config_errors_name_the_key_and_value(tmp_path):
         "task.continuation.min_size=1, task.continuation.max_size=1000: need 1 <= min_size <= max_size <= 999"
         in str(error.value)
     )
+    with pytest.raises(ConfigError, match=r"eval.delethink_chunks=-1: must be >= 0"):
+        main_sft.load_sft_config(compose_sft(model, "eval.delethink_chunks=-1"))
     with pytest.raises(ConfigError, match="task.labels='aa'"):
         main_sft.load_sft_config(compose_sft(model, "task.labels=aa"))
     with pytest.raises(ConfigError) as error:

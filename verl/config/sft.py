@@ -280,9 +280,14 @@ class EvalConfig:
     min_size: int  # the sizes of the RL data
     max_size: int
     max_new_tokens: int
+    # > 0: the accuracy checks also run Delethink inference with I = this many chunks (task.continuation's
+    # C, keep_head, keep_tail) and stop on the lower of the two accuracies; 0: LongCoT inference only
+    delethink_chunks: int = 0
 
     def problems(self, key: str) -> list[str]:
-        return broken(self, key, [*non_negative("num_problems"), *at_least(1, "max_new_tokens")])
+        return broken(
+            self, key, [*non_negative("num_problems", "delethink_chunks"), *at_least(1, "max_new_tokens")]
+        )
 
 
 @dataclass

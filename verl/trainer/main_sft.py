@@ -38,6 +38,7 @@ from transformers.utils import logging as hf_logging
 
 from verl.config import ConfigError
 from verl.config.sft import SFTConfig, TrainConfig
+from verl.core.delethink import DelethinkParams
 from verl.data.rl_dataset import DataError
 from verl.data.synthetic import check_labels
 from verl.models import lora
@@ -82,8 +83,10 @@ def load_sft_config(cfg: DictConfig) -> SFTConfig:
     return config
 
 
-# the held-out T = 1 accuracy of an early-stopping check, in the step's metrics and in sft_metrics.json
+# the held-out T = 1 accuracy of an early-stopping check, in the step's metrics and in sft_metrics.json:
+# LongCoT inference's, Delethink inference's (eval.delethink_chunks), and the lower, which decides
 CHECK_METRIC = "check/accuracy_t1"
+CHECK_MODES = {"longcot": "check/accuracy_t1_longcot", "delethink": "check/accuracy_t1_delethink"}
 
 
 def lr_factor(step: int, warmup_steps: int, total_steps: int, min_ratio: float) -> float:
@@ -110,7 +113,7 @@ def train(
     model: PreTrainedModel,
     next_batch: Callable[[], list[Batch | None]],
     cfg: TrainConfig,
-    accuracy: Callable[[], float] | None = None,
+    check: Callable[[], dict[str, float]] | None = None,
     *,
     optimizer: torch.optim.Optimizer | None = None,
     schedule: torch.optim.lr_scheduler.LambdaLR | None = None,
@@ -118,7 +121,7 @@ def train(
     ranks: Ranks = SINGLE,
 ) -> list[float]:
     """AdamW on batches (lists of micro-batches) from `next_batch` up to step `cfg.steps`, or until
-    `accuracy()` (called every `cfg.check_every` steps) reaches `cfg.stop_at_accuracy`. A given
+    `check()[CHECK_METRIC]` (called every `cfg.check_every` steps) reaches `cfg.stop_at_accuracy`. A given
     `optimizer` and `schedule` (make_optimizer) continue from the steps the schedule has taken (a
     resumed run). `after_step(step, metrics)` follows every step (logging, validation, checkpoints).
     Returns the loss of every step taken here."""
@@ -143,11 +146,15 @@ def train(
         metrics = {"train/loss": losses[-1], "train/lr": lr, "train/grad_norm": float(norm)}
         stop = False
         # before after_step: a checkpoint then holds the RNG state after the check's sampling
-        if accuracy is not None and cfg.stop_at_accuracy is not None and step % cfg.check_every == 0:
+        if check is not None and cfg.stop_at_accuracy is not None and step % cfg.check_every == 0:
             model.eval()
-            metrics[CHECK_METRIC] = accuracy()
+            checked = check()
             model.train()
-            progress.write(f"step {step}: held-out accuracy (T=1) {metrics[CHECK_METRIC]:.3f}")
+            metrics.update(checked)
+            modes = ", ".join(
+                f"{mode} {checked[key]:.3f}" for mode, key in CHECK_MODES.items() if key in checked
+            )
+            progress.write(f"step {step}: held-out accuracy (T=1) {checked[CHECK_METRIC]:.3f} ({modes})")
             stop = metrics[CHECK_METRIC] >= cfg.stop_at_accuracy
         if after_step is not None:
             after_step(step, metrics)
@@ -251,11 +258,24 @@ class SFTRun:
     def next_batch(self) -> list[Batch | None]:
         return self.micro_batches(self.batches(), self.config.train.micro_batches)
 
-    def check_accuracy(self) -> float:
-        """The temperature-1 accuracy on the held-out check problems (train.stop_at_accuracy)."""
-        max_new_tokens = self.config.eval.max_new_tokens
-        outcomes = evaluate(self.model, self.tokenizer, self.check_problems, max_new_tokens, do_sample=True)
-        return sum(o.correct for o in outcomes) / len(outcomes)
+    def check_accuracy(self) -> dict[str, float]:
+        """The temperature-1 accuracy on the held-out check problems with LongCoT inference and, with
+        eval.delethink_chunks, with Delethink inference; CHECK_METRIC, the lower, is what
+        train.stop_at_accuracy asks of: a warm start that resumes badly after a cut would hand RL's
+        Delethink-LongCoT comparison its deficit."""
+        cfg = self.config
+        modes: dict[str, DelethinkParams | None] = {"longcot": None}
+        if cfg.eval.delethink_chunks:
+            fields = cfg.task.continuation.params_fields()
+            modes["delethink"] = DelethinkParams(**fields, max_chunks=cfg.eval.delethink_chunks)
+        checked = {}
+        for mode, delethink in modes.items():
+            outcomes = evaluate(
+                self.model, self.tokenizer, self.check_problems, cfg.eval.max_new_tokens, True, delethink
+            )
+            checked[CHECK_MODES[mode]] = sum(o.correct for o in outcomes) / len(outcomes)
+        checked[CHECK_METRIC] = min(checked.values())
+        return checked
 
     def validate(self) -> dict[str, float]:
         self.model.eval()
@@ -269,7 +289,8 @@ class SFTRun:
         trainer = self.config.trainer
         self.losses.append(metrics["train/loss"])
         if CHECK_METRIC in metrics:
-            self.checks.append({"step": step, "accuracy": metrics[CHECK_METRIC]})
+            by_mode = {mode: metrics[key] for mode, key in CHECK_MODES.items() if key in metrics}
+            self.checks.append({"step": step, "accuracy": metrics[CHECK_METRIC], **by_mode})
         is_last = step == self.config.train.steps
         if self.val_rows and (is_last or (trainer.test_freq and step % trainer.test_freq == 0)):
             self.last_val.update(self.validate())

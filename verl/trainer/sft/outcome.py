@@ -16,6 +16,8 @@ class SFTOutcome:
     target: float | None  # train.stop_at_accuracy; None: no target, nothing to reach
     checks: list[tuple[int, float]]  # (step, held-out T = 1 accuracy) of every check, in order
     steps: int  # SFT steps taken
+    # what a check measured: LongCoT inference, or (eval.delethink_chunks) the lower of both inference modes
+    measure: str = "held-out T = 1 accuracy"
 
     @property
     def reached(self) -> bool:
@@ -30,7 +32,7 @@ class SFTOutcome:
 
     def verdict(self) -> str:
         """One line: the curve and whether the target was reached."""
-        head = f"warm start (seed {self.seed}): held-out T = 1 accuracy {self.curve()}"
+        head = f"warm start (seed {self.seed}): {self.measure} {self.curve()}"
         if self.target is None:
             return f"{head}; {self.steps} steps, no target"
         if self.reached:
@@ -43,10 +45,14 @@ class SFTOutcome:
 
 def read(sft_dir: Path) -> SFTOutcome:
     metrics = json.loads((sft_dir / "sft_metrics.json").read_text())
-    train = OmegaConf.load(sft_dir / "sft_config.yaml").train
+    config = OmegaConf.load(sft_dir / "sft_config.yaml")
+    both = bool(OmegaConf.select(config, "eval.delethink_chunks", default=0))
     return SFTOutcome(
-        seed=train.seed,
-        target=train.stop_at_accuracy,
+        seed=config.train.seed,
+        target=config.train.stop_at_accuracy,
         checks=[(c["step"], c["accuracy"]) for c in metrics.get("checks", [])],
         steps=len(metrics["losses"]),
+        measure="held-out T = 1 accuracy, the lower of LongCoT and Delethink inference"
+        if both
+        else SFTOutcome.measure,
     )

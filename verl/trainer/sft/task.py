@@ -11,6 +11,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from verl.config.sft import EvalConfig, TaskConfig
+from verl.core.delethink import DelethinkParams
 from verl.data import shift_register
 from verl.data.synthetic import LABELS, make_problem, problem_sizes, solve
 from verl.data.task_problem import TaskProblem
@@ -80,6 +81,58 @@ class Outcome:
     response_tokens: int  # every generated token up to and including eos
 
 
+def sample(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    do_sample: bool,
+) -> list[list[int]]:
+    """One response per prompt (all of one length, so no padding), cut after its eos."""
+    # top_k=0 and top_p=1 switch off truncation: plain temperature-1 sampling, as RL rollouts use
+    sampling = (
+        dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0) if do_sample else {"do_sample": False}
+    )
+    ids = torch.tensor(prompts, device=model.device)
+    generated = model.generate(
+        input_ids=ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=max_new_tokens,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        **sampling,
+    )[:, ids.shape[1] :].tolist()
+    eos = tokenizer.eos_token_id
+    return [response[: response.index(eos) + 1] if eos in response else response for response in generated]
+
+
+def sample_delethink(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: list[list[int]],
+    params: DelethinkParams,
+    do_sample: bool,
+) -> list[list[int]]:
+    """Delethink inference, as DelethinkAgentLoop runs it: up to params.max_chunks chunks, each prompted
+    with the question + the carry-over of the response so far and filling the chunk to C; a response
+    that wrote eos stops. Every running response has the same carry-over length, so every chunk's
+    prompts are of one length as well."""
+    responses: list[list[int]] = [[] for _ in prompts]
+    for chunk in range(params.max_chunks):
+        running = [i for i, r in enumerate(responses) if tokenizer.eos_token_id not in r]
+        if not running:
+            break
+        carried = [params.carry_over(responses[i]) if chunk else [] for i in running]
+        new_tokens = params.chunk_size if chunk == 0 else params.intermediate_budget
+        chunks = sample(
+            model, tokenizer, [prompts[i] + c for i, c in zip(running, carried, strict=True)], new_tokens,
+            do_sample,
+        )  # fmt: skip
+        for i, ids in zip(running, chunks, strict=True):
+            responses[i] += ids
+    return responses
+
+
 @torch.no_grad()
 def evaluate(
     model: PreTrainedModel,
@@ -87,29 +140,22 @@ def evaluate(
     problems: list[TaskProblem],
     max_new_tokens: int,
     do_sample: bool,
+    delethink: DelethinkParams | None = None,
 ) -> list[Outcome]:
-    """Generate a response per problem (greedy, or sampled at temperature 1) and score it."""
+    """Generate a response per problem (greedy, or sampled at temperature 1) and score it: in one
+    response of at most `max_new_tokens`, or with `delethink` given, by Delethink inference."""
     think_end_id = tokenizer.convert_tokens_to_ids("</think>")
-    # top_k=0 and top_p=1 switch off truncation: plain temperature-1 sampling, as RL rollouts use
-    sampling = (
-        dict(do_sample=True, temperature=1.0, top_k=0, top_p=1.0) if do_sample else {"do_sample": False}
-    )
     outcomes = []
     # problems of one size have prompts of one length, so each size is a batch that needs no padding
     for size in sorted({p.size for p in problems}):
         group = [p for p in problems if p.size == size]
-        prompts = torch.tensor([encode_example(tokenizer, p)[0] for p in group], device=model.device)
-        generated = model.generate(
-            input_ids=prompts,
-            attention_mask=torch.ones_like(prompts),
-            max_new_tokens=max_new_tokens,
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            **sampling,
-        )[:, prompts.shape[1] :].tolist()
-        for problem, ids in zip(group, generated, strict=True):
-            if tokenizer.eos_token_id in ids:
-                ids = ids[: ids.index(tokenizer.eos_token_id) + 1]
+        prompts = [encode_example(tokenizer, p)[0] for p in group]
+        responses = (
+            sample(model, tokenizer, prompts, max_new_tokens, do_sample)
+            if delethink is None
+            else sample_delethink(model, tokenizer, prompts, delethink, do_sample)
+        )
+        for problem, ids in zip(group, responses, strict=True):
             thinking = ids.index(think_end_id) if think_end_id in ids else len(ids)
             text = tokenizer.decode(ids, skip_special_tokens=True)
             outcomes.append(Outcome(size, compute_score(text, problem.answer) == 1.0, thinking, len(ids)))
