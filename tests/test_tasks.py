@@ -339,7 +339,7 @@ def test_a_hub_set_loads_through_datasets_by_its_id(tokenizer, tmp_path):
         f"task openmath: cannot load {tmp_path} (split validation) from the Hugging Face hub (ValueError: "
     )
     assert str(error.value).endswith(
-        "save it where there is network access, python -c \"import datasets; datasets.load_dataset("
+        'save it where there is network access, python -c "import datasets; datasets.load_dataset('
         f"'{tmp_path}', split='validation').to_json('openmath.jsonl')\", and give that file as the task's "
         "path"
     )
