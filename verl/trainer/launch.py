@@ -212,14 +212,18 @@ def run(config: PolicyIterationConfig) -> dict[str, float]:
 
         workers = start_workers(config, stop)
         # a dead worker is reported, not the shutdown that then fails; a lost node by name (its ranks are
-        # then left out of the shutdown)
-        with closed_after(workers.shutdown), stopped_on_lost_node(workers, config.trainer.default_local_dir):
-            trainer = TRAINERS[config.trainer.name](
-                config, tokenizer, train_items, val_items, reward_manager, workers
-            )
-            try:
+        # then left out of the shutdown), also when it was lost during a checkpoint's write, which then
+        # fails for that reason and not for the disk's
+        try:
+            with (
+                closed_after(workers.shutdown),
+                stopped_on_lost_node(workers, config.trainer.default_local_dir),
+            ):
+                trainer = TRAINERS[config.trainer.name](
+                    config, tokenizer, train_items, val_items, reward_manager, workers
+                )
                 return trainer.fit(resume_from)
-            except checkpoint.CheckpointWriteError as e:
-                # metrics and rollouts of the step are written; a rerun re-runs it from the last checkpoint
-                resume = _resume_point(config.trainer.default_local_dir)
-                raise SystemExit(f"checkpoint error: {e}; {resume}") from None
+        except checkpoint.CheckpointWriteError as e:
+            # metrics and rollouts of the step are written; a rerun re-runs it from the last checkpoint
+            resume = _resume_point(config.trainer.default_local_dir)
+            raise SystemExit(f"checkpoint error: {e}; {resume}") from None
