@@ -170,6 +170,35 @@ def test_continuation_option_on_mixes_in_resumed_traces(tokenizer):
     assert labels == set("abcdef")
 
 
+def test_answer_cuts_resume_after_think_end_where_the_loop_cuts(tokenizer):
+    cont = sft_config.ContinuationConfig(prob=1.0, answer_prob=0.5, chunk_size=32, keep_head=4, keep_tail=12)
+    task = sft_config.TaskConfig(name="shift_register", min_size=3, max_size=12, continuation=cont)
+    think, think_end = (tokenizer.convert_tokens_to_ids(t) for t in ("<think>", "</think>"))
+    rng = random.Random(1)
+    examples = [sft_task.draw_training_example(rng, tokenizer, task) for _ in range(200)]
+    answer_cut = [(p, t) for p, t in examples if think_end in p[p.index(think) :]]
+    # half of them by the option; a uniform cut among a problem's cuts lands in the answer now and then too
+    assert 90 <= len(answer_cut) <= 150
+    for prompt, chunk in answer_cut:
+        assert think_end not in chunk and chunk[-1] == tokenizer.eos_token_id  # the rest of the answer
+        # the cut is one the loop makes: the carry-over's tail is the response up to a boundary
+        question = tokenizer.decode(prompt).split("<|user|>")[1].split("<|")[0].strip()
+        start, n = question.split(" n=")
+        target = tokenizer.encode(shift_register.solve(start, int(n)).response, add_special_tokens=False)
+        cut = len(target) + 1 - len(chunk)  # the reference response + eos, less the chunk
+        assert cut in delethink_cuts(len(target) + 1, cont.params) and cut > target.index(think_end)
+        assert prompt[prompt.index(think) + 1 :] == target[:4] + target[cut - 12 : cut]
+
+
+def test_answer_cuts_from_sizes_too_short_to_cut_name_the_key(tokenizer):
+    cont = sft_config.ContinuationConfig(prob=1.0, answer_prob=1.0, chunk_size=512, keep_head=4, keep_tail=12)
+    task = sft_config.TaskConfig(name="shift_register", min_size=1, max_size=3, continuation=cont)
+    with pytest.raises(
+        ValueError, match=r"task.continuation.answer_prob=1.0: none of 1000 problems of sizes 1..3"
+    ):
+        sft_task.draw_training_example(random.Random(0), tokenizer, task)
+
+
 def test_long_starts_are_the_first_tokens_of_problems_past_the_whole_trace_sizes(tokenizer):
     task = sft_config.TaskConfig(
         name="shift_register",
@@ -345,9 +374,15 @@ def test_config_errors_name_the_key_and_value(tmp_path):
         main_sft.load_sft_config(compose_sft(model, "task.labels=aa"))
     with pytest.raises(ConfigError) as error:
         main_sft.load_sft_config(
-            compose_sft(model, "task.continuation.prob=2", "task.continuation.keep_tail=30")
+            compose_sft(
+                model,
+                "task.continuation.prob=2",
+                "task.continuation.keep_tail=30",
+                "task.continuation.answer_prob=-0.1",
+            )
         )
     assert "task.continuation.prob=2.0: must be in [0, 1]" in str(error.value)
+    assert "task.continuation.answer_prob=-0.1: must be in [0, 1]" in str(error.value)
     assert "task.continuation.keep_tail=30: keep_head + keep_tail = 4 + 30 must be < chunk_size=32" in str(
         error.value
     )

@@ -105,11 +105,11 @@ if needed "$OUT/sft/config.json"; then
     force=true train.seed="$SEED" train.steps="$SFT_STEPS" train.micro_batches="$SFT_MICRO" \
     train.stop_at_accuracy="$SFT_TARGET" train.check_every="$SFT_CHECK_EVERY" \
     train.warmup_steps=$((SFT_STEPS < 25 ? SFT_STEPS : 25)) task.continuation.prob="$CONT_PROB" \
-    task.long_start.prob="$LONG_START" \
+    task.continuation.answer_prob="$ANSWER_CUTS" task.long_start.prob="$LONG_START" \
     task.max_size="$MAX_STEPS" task.continuation.max_size="$CONT_MAX_STEPS" \
     task.continuation.chunk_size=$C task.continuation.keep_head=$HEAD task.continuation.keep_tail=$TAIL \
     eval.num_problems="$SFT_EVAL" eval.min_size="$MIN_STEPS" eval.max_size="$MAX_STEPS" \
-    eval.max_new_tokens=$((B + 16)) ${SFT_ARGS:-}
+    eval.max_new_tokens=$((B + 16)) eval.delethink_chunks=$((CHECK_BOTH ? I : 0)) ${SFT_ARGS:-}
 fi
 "$PYTHON" recipes/markovian_testbed/warm_start.py "$OUT/sft"
 stop_after() {  # stop_after STAGE: exit here if STOP_AFTER names STAGE

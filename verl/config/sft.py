@@ -191,12 +191,21 @@ class DataConfig:
 class ContinuationConfig(DelethinkExamplesConfig):
     """Continuation examples of the task (sft/continuation.py): with probability `prob` an example is the
     chunk after a cut, drawn uniformly among the cuts of a problem of size up to `max_size` (a problem
-    too short to be cut stays whole)."""
+    too short to be cut stays whole); or, with probability `answer_prob` of a continuation example, the
+    chunk after a cut that falls in the answer, after `</think>`."""
 
     # continuation problems are drawn from sizes [task.min_size, max_size]; null: task.max_size. Larger
     # shows the model chunks from deep inside problems longer than any of its whole traces, at the
     # positions a Delethink chunk has, while its whole traces stay within the training budget
     max_size: int | None = None
+    # share of continuation examples cut after `</think>`, from problems whose cuts reach the answer. The
+    # loop cuts inside the answer of about 2 traces in 5 at the testbed's RL sizes, but a cut drawn
+    # uniformly among a long problem's many cuts lands there in about 1 example in 20, and a model that
+    # never learned to copy its answer after a cut fails those traces with the thinking right
+    answer_prob: float = 0.0
+
+    def problems(self, key: str) -> list[str]:
+        return super().problems(key) + broken(self, key, in_unit_interval("answer_prob"))
 
 
 @dataclass

@@ -50,7 +50,8 @@ def draw_training_example(
 ) -> tuple[list[int], list[int]]:
     """A whole reference trace; or with probability task.continuation.prob the chunk after a cut drawn
     uniformly among the cuts of a problem up to task.continuation_max_size (a trace too short to be cut
-    stays whole); or with probability task.long_start.prob the start of a problem past task.max_size.
+    stays whole), of which task.continuation.answer_prob are cut after `</think>`; or with probability
+    task.long_start.prob the start of a problem past task.max_size.
     The first chunk of a long problem is not drawn: with it, one testbed warm start learned far slower
     (recipes/markovian_testbed/README.md); a long start is much shorter."""
     cont, start = task.continuation, task.long_start
@@ -59,6 +60,8 @@ def draw_training_example(
         return encode_example(tokenizer, draw_training_problem(rng, task))
     draw = rng.random()
     if draw < cont.prob:
+        if cont.answer_prob and rng.random() < cont.answer_prob:
+            return draw_answer_cut_example(rng, tokenizer, task)
         prompt, target = encode_example(
             tokenizer, draw_training_problem(rng, task, task.continuation_max_size)
         )
@@ -71,6 +74,31 @@ def draw_training_example(
         prompt, target = encode_example(tokenizer, problem)
         return prompt, target[: start.tokens]
     return encode_example(tokenizer, draw_training_problem(rng, task))
+
+
+ANSWER_CUT_DRAWS = 1000  # problems tried for a cut after `</think>` before the sizes are called unfit
+
+
+def draw_answer_cut_example(
+    rng: random.Random, tokenizer: PreTrainedTokenizerBase, task: TaskConfig
+) -> tuple[list[int], list[int]]:
+    """The chunk after a cut that falls after `</think>`, from the first drawn problem (continuation
+    sizes) whose cuts reach its answer; about 2 in 5 do at the testbed's sizes."""
+    params = task.continuation.params
+    think_end_id = tokenizer.convert_tokens_to_ids("</think>")
+    for _ in range(ANSWER_CUT_DRAWS):
+        prompt, target = encode_example(
+            tokenizer, draw_training_problem(rng, task, task.continuation_max_size)
+        )
+        thinking_len = target.index(think_end_id) + 1
+        answer_cuts = [cut for cut in delethink_cuts(len(target), params) if cut >= thinking_len]
+        if answer_cuts:
+            return continuation_example(prompt, target, rng.choice(answer_cuts), params)
+    raise ValueError(
+        f"task.continuation.answer_prob={task.continuation.answer_prob}: none of {ANSWER_CUT_DRAWS} "
+        f"problems of sizes {task.min_size}..{task.continuation_max_size} has a cut after `</think>` "
+        f"(chunk_size={params.chunk_size}); raise task.continuation.max_size or lower chunk_size"
+    )
 
 
 @dataclass
