@@ -298,21 +298,26 @@ def test_delethink_inference_resumes_each_chunk_from_the_question_head_and_tail(
             assert response == first + second + third and len(response) == params.thinking_budget
 
 
-def test_accuracy_checks_in_both_inference_modes_stop_on_the_lower(tmp_path):
+@pytest.mark.parametrize("target", [0.0, 1.0])
+def test_accuracy_checks_in_both_inference_modes_stop_on_the_lower(tmp_path, target):
     save_tiny(tmp_path / "init")
     result = run_cli(
         f"model.path={tmp_path / 'init'}", f"output_dir={tmp_path / 'sft'}", "train.steps=2",
-        "train.warmup_steps=1", "train.stop_at_accuracy=1.0", "train.check_every=1", "eval.num_problems=6",
-        "eval.max_new_tokens=16", "eval.delethink_chunks=2", "task.continuation.chunk_size=8",
-        "task.continuation.keep_head=2", "task.continuation.keep_tail=2",
+        "train.warmup_steps=1", f"train.stop_at_accuracy={target}", "train.check_every=1",
+        "eval.num_problems=6", "eval.max_new_tokens=16", "eval.delethink_chunks=2",
+        "task.continuation.chunk_size=8", "task.continuation.keep_head=2", "task.continuation.keep_tail=2",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     checks = json.loads((tmp_path / "sft" / "sft_metrics.json").read_text())["checks"]
-    assert [c["step"] for c in checks] == [1, 2]
-    for c in checks:
-        assert set(c) == {"step", "accuracy", "longcot", "delethink"}
-        assert c["accuracy"] == min(c["longcot"], c["delethink"])
     assert "step 1: held-out accuracy (T=1)" in result.stderr + result.stdout
+    if target == 0.0:  # LongCoT's reaches it, so Delethink's is checked, and the lower stops at step 1
+        assert [c["step"] for c in checks] == [1]
+        assert set(checks[0]) == {"step", "accuracy", "longcot", "delethink"}
+        assert checks[0]["accuracy"] == min(checks[0]["longcot"], checks[0]["delethink"])
+    else:  # an untrained model's LongCoT accuracy is below 1.0: Delethink's is never checked
+        assert [c["step"] for c in checks] == [1, 2]
+        for c in checks:
+            assert set(c) == {"step", "accuracy", "longcot"} and c["accuracy"] == c["longcot"] < 1.0
 
 
 def test_summarize_counts_by_size():

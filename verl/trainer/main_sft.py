@@ -262,7 +262,9 @@ class SFTRun:
         """The temperature-1 accuracy on the held-out check problems with LongCoT inference and, with
         eval.delethink_chunks, with Delethink inference; CHECK_METRIC, the lower, is what
         train.stop_at_accuracy asks of: a warm start that resumes badly after a cut would hand RL's
-        Delethink-LongCoT comparison its deficit."""
+        Delethink-LongCoT comparison its deficit. Delethink inference, the costlier check (up to I
+        chunks a problem), runs only once LongCoT's reaches the target: below it, the lower of the two
+        is below it too, so until then CHECK_METRIC is LongCoT's."""
         cfg = self.config
         modes: dict[str, DelethinkParams | None] = {"longcot": None}
         if cfg.eval.delethink_chunks:
@@ -274,6 +276,8 @@ class SFTRun:
                 self.model, self.tokenizer, self.check_problems, cfg.eval.max_new_tokens, True, delethink
             )
             checked[CHECK_MODES[mode]] = sum(o.correct for o in outcomes) / len(outcomes)
+            if checked[CHECK_MODES[mode]] < cfg.train.stop_at_accuracy:
+                break
         checked[CHECK_METRIC] = min(checked.values())
         return checked
 

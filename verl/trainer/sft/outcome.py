@@ -52,7 +52,8 @@ def read(sft_dir: Path) -> SFTOutcome:
         target=config.train.stop_at_accuracy,
         checks=[(c["step"], c["accuracy"]) for c in metrics.get("checks", [])],
         steps=len(metrics["losses"]),
-        measure="held-out T = 1 accuracy, the lower of LongCoT and Delethink inference"
+        measure="held-out T = 1 accuracy, the lower of LongCoT and Delethink inference (LongCoT's alone "
+        "while it is below the target)"
         if both
         else SFTOutcome.measure,
     )
