@@ -482,6 +482,7 @@ def test_the_warm_start_check_passes_a_warm_start_at_its_target_and_stops_one_be
         in stuck.stderr
     )
     assert "it reached 0.062 in 150 steps, below its target 0.5 (train.stop_at_accuracy)" in stuck.stderr
+    assert "(LongCoT's alone while it was below the target)" in stuck.stderr  # no check holds Delethink's
 
 
 def test_aggregate_over_seeds_counts_where_each_claim_held(tmp_path):

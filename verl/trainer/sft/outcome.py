@@ -46,14 +46,16 @@ class SFTOutcome:
 def read(sft_dir: Path) -> SFTOutcome:
     metrics = json.loads((sft_dir / "sft_metrics.json").read_text())
     config = OmegaConf.load(sft_dir / "sft_config.yaml")
-    both = bool(OmegaConf.select(config, "eval.delethink_chunks", default=0))
+    checks = metrics.get("checks", [])
+    measure = SFTOutcome.measure
+    if OmegaConf.select(config, "eval.delethink_chunks", default=0):
+        measure += ", the lower of LongCoT and Delethink inference"
+        if any("delethink" not in c for c in checks):  # main_sft skips Delethink below the target
+            measure += " (LongCoT's alone while it was below the target)"
     return SFTOutcome(
         seed=config.train.seed,
         target=config.train.stop_at_accuracy,
-        checks=[(c["step"], c["accuracy"]) for c in metrics.get("checks", [])],
+        checks=[(c["step"], c["accuracy"]) for c in checks],
         steps=len(metrics["losses"]),
-        measure="held-out T = 1 accuracy, the lower of LongCoT and Delethink inference (LongCoT's alone "
-        "while it is below the target)"
-        if both
-        else SFTOutcome.measure,
+        measure=measure,
     )
