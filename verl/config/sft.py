@@ -199,7 +199,7 @@ class ContinuationConfig(DelethinkExamplesConfig):
     # positions a Delethink chunk has, while its whole traces stay within the training budget
     max_size: int | None = None
     # share of continuation examples cut after `</think>`, from problems whose cuts reach the answer. The
-    # loop cuts inside the answer of about 2 traces in 5 at the testbed's RL sizes, but a cut drawn
+    # loop cuts inside the answer of about 2 traces in 5 at the demo testbed's RL sizes, but a cut drawn
     # uniformly among a long problem's many cuts lands there in about 1 example in 20, and a model that
     # never learned to copy its answer after a cut fails those traces with the thinking right
     answer_prob: float = 0.0

@@ -83,7 +83,7 @@ def draw_answer_cut_example(
     rng: random.Random, tokenizer: PreTrainedTokenizerBase, task: TaskConfig
 ) -> tuple[list[int], list[int]]:
     """The chunk after a cut that falls after `</think>`, from the first drawn problem (continuation
-    sizes) whose cuts reach its answer; about 2 in 5 do at the testbed's sizes."""
+    sizes) whose cuts reach its answer; about 2 in 5 do at the demo testbed's RL sizes."""
     params = task.continuation.params
     think_end_id = tokenizer.convert_tokens_to_ids("</think>")
     for _ in range(ANSWER_CUT_DRAWS):
