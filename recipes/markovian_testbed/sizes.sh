@@ -15,8 +15,9 @@
 # CHECK_BOTH: 1 checks the warm start with Delethink inference too (I chunks) and stops it on the lower
 # of the two accuracies. The demo sets both (the smoke size too, so CI runs them): at B = 256 a third of
 # the Delethink samples are cut inside the answer, and one demo seed's warm start, stopped on LongCoT
-# inference alone, resumed those badly (probe 0.51x, (a) 0.53x; docs/RESULTS.md). The cost: 7 of 10 demo
-# warm starts reached their target, against 9 of 10 without them (docs/RESULTS.md).
+# inference alone, resumed those badly (probe 0.51x, (a) 0.53x; docs/RESULTS.md). With them 7 of 10 demo
+# warm starts reached their target, as with a share of 0.05, against 9 of 10 without: within chance, and
+# 0.05 resumed seed 2 worse (docs/RESULTS.md).
 # HELDOUT x HELDOUT_N: held-out problems of the trained sizes x samples each, at B, for the gains over the
 # warm start and claim (a); PER_GROUP x EVAL_N: problems per group x samples of the budget sweeps (claim
 # (b)), which SWEEPS=0 leaves out: the demo's warm start has no long starts, so it never saw a problem
