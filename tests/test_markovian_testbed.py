@@ -32,6 +32,7 @@ report = load("report")
 lora_table = load("lora_table")
 run_config = load("run_config")
 aggregate = load("aggregate")
+step_errors = load("step_errors")
 
 
 def summary(
@@ -508,3 +509,71 @@ def test_aggregate_over_seeds_counts_where_each_claim_held(tmp_path):
     assert "| the warm start reached its target | >= 0.5 | 0.433 ± 0.289 | 2 of 3 |" in text
     assert "| 3 | 0.000@50, 0.100@100 | **no** (0.5) |" in text
     assert "| claim a | 0.9x (**not held**) | 1.1x (held) | - |" in text
+
+
+def test_step_errors_sorts_each_thinking_token_by_the_rule_that_decides_it():
+    problem = sr.solve("8103", 2)
+    assert problem.thinking == "002:8103 001:1039 000:0391"
+    kinds = step_errors.token_kinds(problem)
+    zero, neither = step_errors.KINDS[2], step_errors.KINDS[3]
+    assert kinds[:9] == [(0, "counter")] * 3 + [None] + [(0, "copy")] * 4 + [None]
+    assert kinds[9:18] == [(1, "counter")] * 3 + [None] + [(1, "copy")] * 3 + [(1, neither), None]
+    assert kinds[25] == (2, zero)  # 1 + 0: the step before is 1039
+    assert len(kinds) == len(problem.thinking)
+
+    counts: dict = {}
+    for missed in (16, None):  # two traces, the first wrong at step 1's new digit only
+        step_errors.tally(kinds, [i != missed for i in range(len(kinds))], counts)
+    assert counts[(1, neither)] == [1, 2] and counts[(2, zero)] == [2, 2] and counts[(0, "copy")] == [8, 8]
+    assert step_errors.table(counts, show=2).splitlines()[2:] == [
+        "| 0 | 1.00 (6) | 1.00 (8) | - | - |",
+        "| 1 | 1.00 (6) | 1.00 (6) | - | 0.50 (2) |",
+        "| 2+ | 1.00 (6) | 1.00 (6) | 1.00 (2) | - |",
+    ]
+
+
+def test_step_errors_runs_on_the_tiny_model(tiny_assets, capsys):
+    model = str(tiny_assets / "model")
+    step_errors.main([model, "--problems", "3", "--min-steps", "4", "--max-steps", "4", "--show", "2"])
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].endswith("3 problems of 4..4 steps") and len(rows) == 6  # title, header, rule, 0, 1, 2+
+    assert rows[3].startswith("| 0 | ") and rows[3].count("(9)") == 1 and "(12)" in rows[3]
+
+
+def test_failure_start_names_where_a_sample_first_leaves_its_reference(tmp_path):
+    question = "<|user|>8103 n=002<|assistant|><think>"  # reference: 002:8103 001:1039 000:0391
+    answer = "</think>\\boxed{0391}<|end|>"
+
+    def sample(*responses: str, mode: str = "delethink", score: float = 0.0) -> dict:
+        chunks = [{"response": r} for r in responses]
+        return {"problem": question, "chunks": chunks, "mode": mode, "thinking_budget": 256, "score": score}
+
+    starts = report.FAILURE_STARTS
+    cases = {
+        None: sample("002:8103 001:1039 000:0391" + answer, score=1.0),
+        starts[0]: sample("003:8103 002:1039" + answer),
+        starts[1]: sample("002:8103 001:1038 000:0381" + answer),
+        starts[3]: sample("002:8103 001:10", "39 000:0392" + answer),  # 10 tokens after the cut
+        starts[2]: sample("002:8103 001:1039 00", "0:0392" + answer),  # 5 tokens after the cut
+        starts[4]: sample("002:8103 001:1039 000:0391</think>\\boxed{0392}<|end|>"),
+        starts[5]: sample("002:8103 001:10"),
+    }
+    for expected, case in cases.items():
+        assert report.failure_start(case) == expected
+
+    (tmp_path / "eval" / "heldout_sft").mkdir(parents=True)
+    rows = [
+        *cases.values(),
+        sample("002:8103 001:1038", mode="longcot"),
+        {**cases[None], "thinking_budget": 512},
+    ]
+    (tmp_path / "eval" / "heldout_sft" / "samples.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows)
+    )
+    table = report.failure_starts_section(tmp_path, 256)
+    assert (
+        table[4] == "| first wrong token | warm start, LongCoT inference | warm start, Delethink inference |"
+    )
+    assert f"| {starts[1]} | 1.000 (1) | 0.143 (1) |" in table  # 7 Delethink samples at B, 1 LongCoT
+    assert "| none: solved | 0.000 (0) | 0.143 (1) |" in table
+    assert report.failure_starts_section(tmp_path / "none", 256) == []

@@ -12,7 +12,8 @@ ROOT/accuracy_vs_budget.png and ROOT/cost.png. Nothing is decided here that the 
 - the warm start reached its target accuracy (warm_start.py stops the recipe when it did not);
 - RL gains over its own warm start, in each environment: held-out accuracy at B, the same problems and
   sample seeds before and after, the gain paired by problem and held if above two standard errors;
-- (a) Delethink-RL's held-out accuracy at B against LongCoT-RL's, with a bootstrap standard error;
+- (a) Delethink-RL's held-out accuracy at B against LongCoT-RL's, with a bootstrap standard error, and
+  where each failed held-out sample first left its reference (the start of a trace, just after a cut);
 - (b) accuracy vs thinking budget on problems whose reference thinking is longer than B;
 - (c) cost: rollout and update time per RL step, estimated FLOPs, and the rollout and update of one
   step-sized batch at budgets B..8B for both trained models (ROOT/eval/timing.json, from
@@ -24,6 +25,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -31,11 +35,13 @@ from typing import Any
 import numpy as np
 from transformers import AutoConfig, AutoTokenizer
 
+from verl.data import shift_register
 from verl.eval.paired import Scores, accuracy, fmt, paired_gain, paired_ratio, problem_scores
 from verl.eval.plot import save_figure
 from verl.tools.cost_model import logged_run_flops, qwen2_dims
 from verl.trainer.sft import outcome
 from verl.utils.fs import atomic_write_text, read_jsonl
+from verl.utils.reward_score.boxed import THINK_END
 
 TRAINED = "synthetic/shift_register/trained"  # eval rows of the RL training sizes (make_eval_data.py)
 PAST_B = "synthetic/shift_register/past_budget"  # eval rows whose reference thinking is longer than B
@@ -525,6 +531,79 @@ def heldout_section(root: Path, budget: int, chunks: int) -> tuple[list[str], li
     return lines + [""], verdicts, accuracies
 
 
+# where a failed sample's trace first leaves the reference: the rows of the failure-start table, in order
+FAILURE_STARTS = (
+    "step 0: n and the register copied from the question",
+    "step 1: the first sum",
+    "a later step, within one step after a Delethink cut",
+    "a later step",
+    "the answer, after the thinking",
+    "none: the budget ran out",
+)
+QUESTION = re.compile(r"(\d{4}) n=(\d{3})")  # a shift-register question inside its chat prompt
+
+
+def failure_start(sample: dict[str, Any]) -> str | None:
+    """Where a sample's generation first differs from its problem's reference response (None: it does
+    not); the thinking is one token per character, so chunk k's first character is its first token."""
+    start, steps = QUESTION.search(sample["problem"]).groups()
+    reference = shift_register.solve(start, int(steps)).response
+    generated = "".join(chunk["response"] for chunk in sample["chunks"])
+    wrong = len(os.path.commonprefix([generated, reference]))  # the first position that differs
+    if wrong == len(reference):
+        return None
+    if wrong == len(generated):
+        return FAILURE_STARTS[5]
+    if wrong >= reference.index(THINK_END):
+        return FAILURE_STARTS[4]
+    step = wrong // shift_register.TOKENS_PER_STEP
+    if step < 2:
+        return FAILURE_STARTS[step]
+    chunk_start = 0
+    for chunk in sample["chunks"]:
+        if chunk_start + len(chunk["response"]) > wrong:
+            break
+        chunk_start += len(chunk["response"])
+    after_cut = chunk_start > 0 and wrong - chunk_start < shift_register.TOKENS_PER_STEP
+    return FAILURE_STARTS[2] if after_cut else FAILURE_STARTS[3]
+
+
+def failure_starts_section(root: Path, budget: int) -> list[str]:
+    """The failure-start table of the held-out evaluations at B: the warm start in both inference modes,
+    then each RL run; a share of the run's samples per row."""
+    runs = {
+        "warm start, LongCoT inference": ("heldout_sft", "longcot"),
+        "warm start, Delethink inference": ("heldout_sft", "delethink"),
+        "LongCoT-RL": ("heldout_longcot_rl", "longcot"),
+        "Delethink-RL": ("heldout_delethink_rl", "delethink"),
+    }
+    counts: dict[str, Counter[str | None]] = {}
+    for label, (name, mode) in runs.items():
+        path = root / "eval" / name / "samples.jsonl"
+        if not path.is_file():
+            continue
+        samples = [s for s in read_jsonl(path) if s["mode"] == mode and s["thinking_budget"] == budget]
+        if samples:  # a solved sample counts as None
+            counts[label] = Counter(failure_start(s) if s["score"] < 1 else None for s in samples)
+    if not counts:
+        return []
+    lines = [
+        f"## Where the failed samples first go wrong: held-out problems at B = {budget}",
+        "",
+        "Each failed sample against its problem's reference, at the first token that differs; a share of "
+        "the run's samples (and their number). A gap between the inference modes that sits in the row "
+        "after a cut is a resume the model has not learned; errors in steps 0 and 1 are the start of a "
+        "trace, which only whole traces teach.",
+        "",
+        "| first wrong token | " + " | ".join(counts) + " |",
+        "|---" * (len(counts) + 1) + "|",
+    ]
+    for row in (*FAILURE_STARTS, None):
+        cells = [f"{c[row] / c.total():.3f} ({c[row]})" for c in counts.values()]
+        lines.append(f"| {row or 'none: solved'} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def verdict_table(verdicts: list[Verdict]) -> list[str]:
     lines = ["| claim | target | measured | verdict |", "|---|---|---|---|"]
     for v in verdicts:
@@ -574,6 +653,7 @@ def main(argv: list[str] | None = None) -> None:
         *[f"![{f}]({f}.png)" for f in figures],
         "",
         *heldout_lines,
+        *failure_starts_section(root, args.budget),
         *b_lines,
         *cost_lines,
     ]

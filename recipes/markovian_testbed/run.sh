@@ -105,7 +105,7 @@ if needed "$OUT/sft/config.json"; then
     force=true train.seed="$SEED" train.steps="$SFT_STEPS" train.micro_batches="$SFT_MICRO" \
     train.stop_at_accuracy="$SFT_TARGET" train.check_every="$SFT_CHECK_EVERY" \
     train.warmup_steps=$((SFT_STEPS < 25 ? SFT_STEPS : 25)) task.continuation.prob="$CONT_PROB" \
-    task.continuation.answer_prob="$ANSWER_CUTS" task.long_start.prob="$LONG_START" \
+    task.continuation.answer_prob="$ANSWER_CUTS" task.long_start.prob="$LONG_START" task.zero_prob="$ZERO_PROB" \
     task.max_size="$MAX_STEPS" task.continuation.max_size="$CONT_MAX_STEPS" \
     task.continuation.chunk_size=$C task.continuation.keep_head=$HEAD task.continuation.keep_tail=$TAIL \
     eval.num_problems="$SFT_EVAL" eval.min_size="$MIN_STEPS" eval.max_size="$MAX_STEPS" \

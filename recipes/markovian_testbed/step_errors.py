@@ -1,0 +1,124 @@
+"""Where a warm start's thinking goes wrong: the accuracy of each kind of token, step by step.
+
+    python recipes/markovian_testbed/step_errors.py OUT/sft [--problems 200] [--min-steps 6] [--max-steps 27]
+
+Feeds the reference traces of held-out shift-register problems (uniform registers, as RL and the
+evaluations draw them) and counts where the model's most likely next token is the reference's. Each
+9-token step `RRR:WWWW ` holds three kinds of token: the counter (copied from the question at step 0, then
+one less), three register digits copied from the step before, and the new digit (a + b) mod 10 of the two
+digits it drops and keeps first. The new digit is split by whether a or b is 0, since a step that adds 0
+only copies; zero-rich training registers (task.zero_prob) make those common, and a model that answers
+`a` there is right whenever b = 0. One wrong token derails every later step, so a column far below 1.00
+at one step caps the whole-trace accuracy on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from verl.data.shift_register import COUNTER_DIGITS, TOKENS_PER_STEP, WIDTH, Problem, make_problem
+from verl.trainer.sft.task import encode_example
+
+KINDS = ("counter", "copy", "new digit, a or b is 0", "new digit, neither is 0")
+NEW_DIGIT = COUNTER_DIGITS + WIDTH  # offset of the new digit within a step
+
+
+def token_kinds(problem: Problem) -> list[tuple[int, str] | None]:
+    """(step, kind) of every thinking character in order, None for the fixed ones (':' and the spaces
+    between steps)."""
+    thinking = problem.thinking
+    kinds: list[tuple[int, str] | None] = []
+    for pos in range(len(thinking)):
+        step, offset = divmod(pos, TOKENS_PER_STEP)
+        if offset < COUNTER_DIGITS:
+            kinds.append((step, "counter"))
+        elif offset == NEW_DIGIT and step > 0:
+            before = (step - 1) * TOKENS_PER_STEP + COUNTER_DIGITS + 1  # the step before's register
+            dropped, kept = thinking[before], thinking[before + 1]
+            kinds.append((step, KINDS[2] if "0" in (dropped, kept) else KINDS[3]))
+        elif COUNTER_DIGITS < offset < COUNTER_DIGITS + 1 + WIDTH:
+            kinds.append((step, "copy"))  # step 0's register digits are copied from the question
+        else:
+            kinds.append(None)
+    return kinds
+
+
+def tally(
+    kinds: list[tuple[int, str] | None], hits: list[bool], counts: dict[tuple[int, str], list[int]]
+) -> None:
+    """Add one trace to counts[(step, kind)] = [right, total]; hits[i]: thinking character i predicted."""
+    for kind, hit in zip(kinds, hits, strict=True):
+        if kind is not None:
+            right_total = counts.setdefault(kind, [0, 0])
+            right_total[0] += hit
+            right_total[1] += 1
+
+
+def table(counts: dict[tuple[int, str], list[int]], show: int) -> str:
+    """One row per step below `show`, then every later step pooled; accuracy (and count) per kind."""
+
+    def cell(cells: list[list[int]]) -> str:
+        right, total = sum(c[0] for c in cells), sum(c[1] for c in cells)
+        return f"{right / total:.2f} ({total})" if total else "-"
+
+    steps = sorted({step for step, _ in counts})
+    rows = [(str(s), [s]) for s in steps if s < show]
+    if steps and steps[-1] >= show:
+        rows.append((f"{show}+", [s for s in steps if s >= show]))
+    lines = ["| step | " + " | ".join(KINDS) + " |", "|---" * (len(KINDS) + 1) + "|"]
+    for label, members in rows:
+        cells = [cell([counts[(s, k)] for s in members if (s, k) in counts]) for k in KINDS]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+@torch.no_grad()
+def count_errors(model_dir: Path, num_problems: int, min_steps: int, max_steps: int, seed: int) -> dict:
+    """counts[(step, kind)] = [right, total] over `num_problems` held-out problems of min..max steps."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    rng = random.Random(seed)
+    counts: dict[tuple[int, str], list[int]] = {}
+    for _ in range(num_problems):
+        problem = make_problem(rng, rng.randint(min_steps, max_steps))
+        prompt, target = encode_example(tokenizer, problem)
+        length = len(problem.thinking)
+        if tokenizer.decode(target[:length]) != problem.thinking:
+            raise ValueError(f"{model_dir}: its tokenizer does not give one token per thinking character")
+        ids = torch.tensor([prompt + target])
+        predicted = model(ids).logits[0].argmax(-1)
+        first = len(prompt)  # the first thinking token's position
+        hits = (predicted[first - 1 : first - 1 + length] == ids[0, first : first + length]).tolist()
+        tally(token_kinds(problem), hits, counts)
+    return counts
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model_dir", type=Path, help="a saved model, e.g. OUT/sft")
+    parser.add_argument("--problems", type=int, default=200, help="held-out problems (uniform registers)")
+    parser.add_argument(
+        "--min-steps", type=int, default=6, help="fewest steps n (6..27: the demo's RL sizes)"
+    )
+    parser.add_argument("--max-steps", type=int, default=27, help="most steps n")
+    parser.add_argument("--show", type=int, default=6, help="steps shown one per row; later ones pooled")
+    parser.add_argument("--seed", type=int, default=4321, help="draws the problems")
+    args = parser.parse_args(argv)
+    if args.problems < 1 or args.show < 1 or not 1 <= args.min_steps <= args.max_steps:
+        parser.error("need --problems >= 1, --show >= 1 and 1 <= --min-steps <= --max-steps")
+    torch.set_num_threads(2)
+    counts = count_errors(args.model_dir, args.problems, args.min_steps, args.max_steps, args.seed)
+    print(
+        f"{args.model_dir}: teacher-forced accuracy of each token kind, {args.problems} problems of "
+        f"{args.min_steps}..{args.max_steps} steps"
+    )
+    print(table(counts, args.show))
+
+
+if __name__ == "__main__":
+    main()
