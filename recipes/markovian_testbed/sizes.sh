@@ -14,16 +14,15 @@
 # ZERO_PROB: each digit of a warm-start problem's starting register is 0 with this probability (then
 # uniform; task.zero_prob). Zeros get SFT off its plateau (README), but a step that adds 0 is answered by
 # copying one digit, and the demo's whole traces (15%, the only examples that train a trace's first sum)
-# learned that shortcut at 0.5: its first sum failed on most registers without a 0, and 3 of 10 warm
-# starts missed their target on it alone (step_errors.py; docs/RESULTS.md). The full setting's first sum
-# is right at 0.5 (half its examples are whole traces).
+# learned that shortcut at 0.5: 3 of 10 warm starts missed their target, two on the first sum, one on
+# the counter (step_errors.py); at 0.25, 10 of 10 reached it (docs/RESULTS.md). The full setting's first
+# sum is right at 0.5 (half its examples are whole traces or long starts).
 # ANSWER_CUTS: the share of continuation chunks cut after `</think>` (task.continuation.answer_prob).
 # CHECK_BOTH: 1 checks the warm start with Delethink inference too (I chunks) and stops it on the lower
 # of the two accuracies. The demo sets both (the smoke size too, so CI runs them): at B = 256 a third of
 # the Delethink samples are cut inside the answer, and one demo seed's warm start, stopped on LongCoT
-# inference alone, resumed those badly (probe 0.51x, (a) 0.53x; docs/RESULTS.md). With them 7 of 10 demo
-# warm starts reached their target, as with a share of 0.05, against 9 of 10 without: within chance, and
-# 0.05 resumed seed 2 worse (docs/RESULTS.md).
+# inference alone, resumed those badly (probe 0.51x, (a) 0.53x; docs/RESULTS.md). A share of 0.05
+# resumed seed 2 worse.
 # HELDOUT x HELDOUT_N: held-out problems of the trained sizes x samples each, at B, for the gains over the
 # warm start and claim (a); PER_GROUP x EVAL_N: problems per group x samples of the budget sweeps (claim
 # (b)), which SWEEPS=0 leaves out: the demo's warm start has no long starts, so it never saw a problem
