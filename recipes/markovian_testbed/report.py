@@ -593,7 +593,7 @@ def failure_starts_section(root: Path, budget: int) -> list[str]:
         "Each failed sample against its problem's reference, at the first token that differs; a share of "
         "the run's samples (and their number). A gap between the inference modes that sits in the row "
         "after a cut is a resume the model has not learned; errors in steps 0 and 1 are the start of a "
-        "trace, which only whole traces teach.",
+        "trace, which only whole traces (and long starts) teach.",
         "",
         "| first wrong token | " + " | ".join(counts) + " |",
         "|---" * (len(counts) + 1) + "|",
