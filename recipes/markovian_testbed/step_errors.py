@@ -36,13 +36,13 @@ def token_kinds(problem: Problem) -> list[tuple[int, str] | None]:
     for pos in range(len(thinking)):
         step, offset = divmod(pos, TOKENS_PER_STEP)
         if offset < COUNTER_DIGITS:
-            kinds.append((step, "counter"))
+            kinds.append((step, KINDS[0]))
         elif offset == NEW_DIGIT and step > 0:
             before = (step - 1) * TOKENS_PER_STEP + COUNTER_DIGITS + 1  # the step before's register
             dropped, kept = thinking[before], thinking[before + 1]
             kinds.append((step, KINDS[2] if "0" in (dropped, kept) else KINDS[3]))
         elif COUNTER_DIGITS < offset < COUNTER_DIGITS + 1 + WIDTH:
-            kinds.append((step, "copy"))  # step 0's register digits are copied from the question
+            kinds.append((step, KINDS[1]))  # step 0's register digits are copied from the question
         else:
             kinds.append(None)
     return kinds
