@@ -163,14 +163,16 @@ def test_the_estimate_of_a_checkpoint_against_one_written(tiny_assets, tmp_path)
         assert estimate <= actual <= 1.02 * estimate, (part, estimate, actual)
 
 
-def huge_model(assets: Path, directory: Path, num_hidden_layers: int) -> Path:
-    """A copy of the tiny model whose config.json describes `num_hidden_layers` wide blocks: the disk plan
-    reads the shape from it; nothing loads its weights (the checks come before any model)."""
+def huge_model(assets: Path, directory: Path, num_hidden_layers: int, hidden_size: int = 8192) -> Path:
+    """A copy of the tiny model whose config.json describes `num_hidden_layers` blocks of width
+    `hidden_size`: the disk plan reads the shape from it; nothing loads its weights (the checks come
+    before any model)."""
     shutil.copytree(assets / "model", directory)
     values = json.loads((directory / "config.json").read_text())
     values.update(
         num_hidden_layers=num_hidden_layers, layer_types=["full_attention"] * num_hidden_layers,
-        hidden_size=8192, intermediate_size=32768, num_attention_heads=64, num_key_value_heads=8,
+        hidden_size=hidden_size, intermediate_size=4 * hidden_size, num_attention_heads=64,
+        num_key_value_heads=8,
     )  # fmt: skip
     (directory / "config.json").write_text(json.dumps(values))
     return directory
@@ -208,19 +210,22 @@ def test_a_run_whose_first_checkpoint_cannot_fit_is_refused_before_any_model(tin
 
 
 def test_a_run_whose_retained_checkpoints_may_not_fit_is_warned(tiny_assets, tmp_path):
-    """One checkpoint of 0.4 x the free space: one fits, two kept and a third being written do not."""
+    """One checkpoint of 0.4 x the free space: one fits, two kept and a third being written do not.
+    The blocks are narrow (about 0.2 GB of checkpoint each) so that 0.4 x is hit to within a block
+    however little the disk holds: wide ones (11.5 GB each) once rounded a 46 GB disk to 0.49 x."""
     free, _ = free_bytes(str(tmp_path))
 
     def config(layers: int, *overrides: str):
         model = tmp_path / f"model_{layers}"
         if not model.exists():
-            huge_model(tiny_assets, model, layers)
+            huge_model(tiny_assets, model, layers, hidden_size=1024)
         keys = [*asset_paths(tiny_assets), f"actor_rollout_ref.model.path={model}",
                 f"trainer.default_local_dir={tmp_path / 'run'}", *overrides]  # fmt: skip
         return load_config(compose_config("tiny_longcot", keys), check_paths=False)
 
     one, two = (checkpoint_size(config(n))[0].total for n in (1, 2))
     layers = round((0.4 * free - (2 * one - two)) / (two - one))
+    assert 0.39 < checkpoint_size(config(layers))[0].total / free < 0.41
     plan = describe_disk(config(layers, "trainer.total_training_steps=6", "trainer.save_freq=1"))
     assert plan.refusal is None
     assert plan.warning.startswith("the run may hold 6 checkpoints (")
