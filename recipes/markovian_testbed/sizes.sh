@@ -17,6 +17,9 @@
 # learned that shortcut at 0.5: 3 of 10 warm starts missed their target, two on the first sum, one on
 # the counter (step_errors.py); at 0.25, 10 of 10 reached it (docs/RESULTS.md). The full setting's first
 # sum is right at 0.5 (half its examples are whole traces or long starts).
+# LONG_START: the share of SFT examples that are long starts (task.long_start.prob), the only examples
+# besides whole traces that train copying n into the first counter: at 0.1 one full-setting seed in three
+# never learned that copy and another was slow (1 of 3 reached the target); at 0.3, 3 of 3 (README).
 # ANSWER_CUTS: the share of continuation chunks cut after `</think>` (task.continuation.answer_prob).
 # CHECK_BOTH: 1 checks the warm start with Delethink inference too (I chunks) and stops it on the lower
 # of the two accuracies. The demo sets both (the smoke size too, so CI runs them): at B = 256 a third of
@@ -28,7 +31,7 @@
 # (b)), which SWEEPS=0 leaves out: the demo's warm start has no long starts, so it never saw a problem
 # past B and (b) would measure that, not the method.
 case $SIZE in
-  full) B=512 SFT_STEPS=1500 SFT_TARGET=0.8 SFT_CHECK_EVERY=250 CONT_PROB=0.5 ZERO_PROB=0.5 ANSWER_CUTS=0 CHECK_BOTH=0 LONG_START=0.1 SWEEPS=1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 HELDOUT=192 HELDOUT_N=4 EVAL_N=4 PER_GROUP=48 TIMING=16 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2 ;;
+  full) B=512 SFT_STEPS=1500 SFT_TARGET=0.8 SFT_CHECK_EVERY=250 CONT_PROB=0.5 ZERO_PROB=0.5 ANSWER_CUTS=0 CHECK_BOTH=0 LONG_START=0.3 SWEEPS=1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 HELDOUT=192 HELDOUT_N=4 EVAL_N=4 PER_GROUP=48 TIMING=16 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2 ;;
   demo) B=256 SFT_STEPS=1500 SFT_TARGET=0.5 SFT_CHECK_EVERY=50 CONT_PROB=0.85 ZERO_PROB=0.25 ANSWER_CUTS=0.2 CHECK_BOTH=1 LONG_START=0 SWEEPS=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 HELDOUT=192 HELDOUT_N=4 EVAL_N=2 PER_GROUP=24 TIMING=8 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2 ;;
   smoke) B=128 SFT_STEPS=4 SFT_TARGET=0.0 SFT_CHECK_EVERY=2 CONT_PROB=0.5 ZERO_PROB=0.5 ANSWER_CUTS=0.2 CHECK_BOTH=1 LONG_START=0.1 SWEEPS=1 SFT_MICRO=1 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 HELDOUT=4 HELDOUT_N=2 EVAL_N=1 PER_GROUP=2 TIMING=2 TIMING_REPEATS=1 TIMING_TO=2 TIMING_THREADS=1 ;;
   *) echo "SIZE must be full, demo or smoke, got '$SIZE'" >&2; exit 2 ;;
