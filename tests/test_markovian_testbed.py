@@ -435,16 +435,51 @@ def test_seeds_must_be_distinct_integers():
 
 
 def test_a_run_directory_continues_only_with_the_settings_that_started_it(tmp_path):
-    run_config.check(tmp_path / "out", {"SIZE": "demo", "STEPS": "20"}, force=False)
-    run_config.check(tmp_path / "out", {"SIZE": "demo", "STEPS": "20"}, force=False)  # the same: fine
+    out, first = tmp_path / "out", {"SIZE": "demo", "STEPS": "20", "SFT_ARGS": ""}
+    run_config.check(out, first, force=False)
+    run_config.check(out, first, force=False)  # the same: fine
     with pytest.raises(ValueError, match="STEPS was '20', now '40'"):
-        run_config.check(tmp_path / "out", {"SIZE": "demo", "STEPS": "40"}, force=False)
+        run_config.check(out, {**first, "STEPS": "40"}, force=False)
     with pytest.raises(ValueError, match="SFT_ARGS was '', now 'train.lr=1e-4'"):
-        run_config.check(
-            tmp_path / "out", {"SIZE": "demo", "STEPS": "20", "SFT_ARGS": "train.lr=1e-4"}, False
-        )
-    run_config.check(tmp_path / "out", {"SIZE": "demo", "STEPS": "40"}, force=True)  # FORCE=1 records it
-    assert json.loads((tmp_path / "out" / run_config.CONFIG_FILE).read_text())["STEPS"] == "40"
+        run_config.check(out, {**first, "SFT_ARGS": "train.lr=1e-4"}, False)
+    with pytest.raises(ValueError, match="has no record of B, LONG_START, so its finished stages"):
+        run_config.check(out, {**first, "LONG_START": "0.3", "B": "256"}, False)
+    assert json.loads((out / run_config.CONFIG_FILE).read_text()) == first  # refusals write nothing
+    run_config.check(out, {**first, "STEPS": "40"}, force=True)  # FORCE=1 records it
+    assert json.loads((out / run_config.CONFIG_FILE).read_text())["STEPS"] == "40"
+
+
+def test_a_change_to_sizes_sh_refuses_a_directory_started_before_it(tmp_path):
+    """run.sh records every sizes.sh value, so a directory whose warm start ran with another LONG_START is
+    refused before any stage, and one recorded before the sizes were kept is refused too."""
+    settings = subprocess.run(
+        ["bash", "-c", "source recipes/markovian_testbed/sizes.sh && echo $SIZE_SETTINGS"],
+        cwd=REPO, env={**os.environ, "SIZE": "smoke", "PYTHON": sys.executable},
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    sizes = dict(word.split("=") for word in settings)
+    assert {"B", "SFT_TARGET", "LONG_START", "ZERO_PROB", "CONT_PROB"} <= set(sizes)
+    rl_args = "trainer.logger=[console,jsonl] trainer.launcher=local"  # what run_recipe passes
+    run_vars = {
+        "SIZE": "smoke",
+        "SEED": "1",
+        "STEPS": sizes["STEPS_DEFAULT"],
+        "SFT_ARGS": "",
+        "RL_ARGS": rl_args,
+    }
+    record = tmp_path / "out" / run_config.CONFIG_FILE
+    record.parent.mkdir()
+    for saved, message in (
+        ({**run_vars, **sizes, "LONG_START": "0.05"}, f"LONG_START was '0.05', now '{sizes['LONG_START']}'"),
+        (run_vars, "has no record of ANSWER_CUTS, B, CHECK_BOTH,"),
+    ):
+        record.write_text(json.dumps(saved))
+        result = run_recipe(tmp_path)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert result.stderr.count("\n") == 1 and sorted(p.name for p in record.parent.iterdir()) == [
+            run_config.CONFIG_FILE
+        ]
+        assert json.loads(record.read_text()) == saved  # the record is left as it was
 
 
 def fake_warm_start(

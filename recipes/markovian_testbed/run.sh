@@ -16,9 +16,10 @@
 #   4. the report: $OUT/report.md (a verdict table first), accuracy_vs_budget.png, cost.png, crossover.png,
 #      training_curves.png, and verdicts.json
 # A stage whose output exists is skipped (an unfinished RL run resumes); FORCE=1 redoes everything. The
-# settings that start an output directory are kept in $OUT/run_config.json, and a later call with other
-# ones is refused (run_config.py). STOP_AFTER=sft|rl|heldout stops after the warm start, the RL runs or the
-# held-out evaluation at B (what lora_vs_full.sh compares; no sweeps, timing or report).
+# settings that start an output directory (these variables and sizes.sh's) are kept in
+# $OUT/run_config.json, and a later call with other ones is refused (run_config.py).
+# STOP_AFTER=sft|rl|heldout stops after the warm start, the RL runs or the held-out evaluation at B (what
+# lora_vs_full.sh compares; no sweeps, timing or report).
 # SEED seeds the model's initial weights, the warm start and both RL runs (the problems stay the same).
 # SEEDS="1 2 3" runs everything once per seed into $OUT/seed_N, then writes $OUT/aggregate.md (each claim's
 # mean and spread over the seeds and in how many it held; aggregate.py); a seed that stops (a warm start
@@ -49,8 +50,9 @@ force_flag=()
 [[ "$FORCE" == 1 ]] && force_flag=(--force)
 check_run_config() {  # check_run_config DIR SEED [RL overrides]: refuse DIR if it was started otherwise
   # --force before DIR: argparse takes DIR and the NAME=VALUE list in one go, so nothing may sit between them
+  # shellcheck disable=SC2086  # SIZE_SETTINGS: one NAME=VALUE word each
   "$PYTHON" recipes/markovian_testbed/run_config.py check ${force_flag[@]+"${force_flag[@]}"} "$1" \
-    SIZE="$SIZE" SEED="$2" STEPS="$STEPS" SFT_ARGS="${SFT_ARGS:-}" RL_ARGS="${*:3}"
+    SIZE="$SIZE" SEED="$2" STEPS="$STEPS" SFT_ARGS="${SFT_ARGS:-}" RL_ARGS="${*:3}" $SIZE_SETTINGS
 }
 
 if [[ -n ${SEEDS+set} ]]; then

@@ -6,9 +6,9 @@ continued with the settings that started it.
 
 `seeds` prints the seeds, or exits 2 with one line naming SEEDS when one is not an integer >= 0, the list is
 empty or a seed repeats. `check` writes OUT/run_config.json on a directory's first run; later runs must
-pass the same values, since run.sh skips every stage whose output exists and would otherwise mix stages
-made with different settings: a changed value exits 2 with one line naming the variable. `--force`
-(FORCE=1) writes the new values instead.
+pass the same values (run.sh's variables and every sizes.sh value), since run.sh skips every stage whose
+output exists and would otherwise mix stages made with different settings: a changed or unrecorded value
+exits 2 with one line naming the variable. `--force` (FORCE=1) writes the new values instead.
 """
 
 from __future__ import annotations
@@ -51,7 +51,14 @@ def check(out: Path, given: dict[str, str], force: bool) -> None:
     """Record `given` in out/run_config.json, or refuse (ValueError) values that differ from the record."""
     path = out / CONFIG_FILE
     if path.is_file() and not force:
-        changes = changed_values(json.loads(path.read_text()), given)
+        saved = json.loads(path.read_text())
+        unrecorded = sorted(set(given) - set(saved))
+        if unrecorded:  # a directory from before sizes.sh's values were recorded: what it ran with is unknown
+            raise ValueError(
+                f"{out}/{CONFIG_FILE} has no record of {', '.join(unrecorded)}, so its finished stages may "
+                "have run with other values. Use another OUT, or FORCE=1 to redo it all"
+            )
+        changes = changed_values(saved, given)
         if changes:
             raise ValueError(
                 f"{out} was started with other settings ({'; '.join(changes)}): its finished stages would "
