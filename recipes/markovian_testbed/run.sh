@@ -24,7 +24,7 @@
 # SEEDS="1 2 3" runs everything once per seed into $OUT/seed_N, then writes $OUT/aggregate.md (each claim's
 # mean and spread over the seeds and in how many it held; aggregate.py); a seed that stops (a warm start
 # below its target) does not stop the others.
-# Sizes: the default is the full setting (B = 512, about 1 hour on 2 quiet cores); SIZE=demo is the
+# Sizes: the default is the full setting (B = 512, about 80 minutes on 2 quiet cores); SIZE=demo is the
 # quickstart's (B = 256, under 15 minutes); SIZE=smoke is CI's (seconds per stage, numbers meaningless).
 # SFT_ARGS: Hydra overrides for the warm start.
 # Usage: [PYTHON=.venv/bin/python] [SIZE=full|demo|smoke] [OUT=DIR] [SEED=N | SEEDS="N ..."] [STEPS=N] \
