@@ -4,7 +4,9 @@ fails on a full disk (a real EFBIG: a child process whose file size limit is low
 after which a resume ends bit-identical to a run that never failed."""
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -85,6 +87,32 @@ def test_a_checkpoint_whose_pointer_cannot_be_written_is_not_committed(tmp_path)
         checkpoint.commit_step_dir(tmp_path, 2, tmp)
     # back where it was written, for the failed save to remove; nothing looks committed
     assert tmp.is_dir() and not checkpoint.step_dir(tmp_path, 2).exists()
+
+
+def test_a_stop_signal_mid_commit_waits_until_the_checkpoint_is_committed(tmp_path, monkeypatch):
+    """A stop handler raises wherever the code is; arriving while the pointer is written, it used to roll
+    back a complete checkpoint."""
+    write_pointer = checkpoint.atomic_write_text
+
+    def signalled_while_writing(path, text):
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered now, in the middle of the commit
+        write_pointer(path, text)
+
+    def stop(signum, frame):  # what launch.SignalStop does
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoint, "atomic_write_text", signalled_while_writing)
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        tmp = checkpoint.temp_step_dir(tmp_path, 1)
+        (tmp / "weights").write_text("w")
+        with pytest.raises(KeyboardInterrupt):
+            checkpoint.commit_step_dir(tmp_path, 1, tmp)
+        assert signal.getsignal(signal.SIGTERM) is stop  # the run's handler is back, and it ran
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert (checkpoint.step_dir(tmp_path, 1) / "weights").read_text() == "w" and not tmp.exists()
+    assert (tmp_path / checkpoint.LATEST_FILE).read_text() == "1\n"
 
 
 def test_retention_keys_are_checked_before_anything_starts(tiny_assets, tmp_path):

@@ -27,8 +27,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
+import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from verl.utils.fs import atomic_write_text
@@ -48,19 +51,40 @@ def temp_step_dir(root: str | Path, step: int) -> Path:
     return tmp
 
 
+@contextmanager
+def signals_held(signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
+    """Within the block, a stop signal waits: it is delivered to the handler in place before once the
+    block ends. A stop handler raises wherever the code is (`launch.SignalStop`); between a checkpoint's
+    rename and its pointer that would roll back a complete checkpoint. Python runs signal handlers only
+    in the main thread, so elsewhere there is nothing to hold."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: caught.append(signum)) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        for signum in dict.fromkeys(caught):  # each signal once, in the order they came
+            signal.raise_signal(signum)
+
+
 def commit_step_dir(root: str | Path, step: int, tmp: Path) -> Path:
     """Rename `tmp` into place and point the latest file at it. When the latest file cannot be written
     (a full disk), the directory goes back to `tmp`: a checkpoint counts as committed only once the
-    pointer names it."""
+    pointer names it. A stop signal waits until the commit is done, so it never undoes one."""
     final = step_dir(root, step)
-    if final.exists():
-        shutil.rmtree(final)
-    tmp.rename(final)
-    try:
-        atomic_write_text(Path(root) / LATEST_FILE, f"{step}\n")
-    except BaseException:
-        final.rename(tmp)
-        raise
+    with signals_held():
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+        try:
+            atomic_write_text(Path(root) / LATEST_FILE, f"{step}\n")
+        except BaseException:
+            final.rename(tmp)
+            raise
     return final
 
 
