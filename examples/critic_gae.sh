@@ -8,9 +8,7 @@
 #   CONFIG=r1d-1.5b_deepscaler_delethink_24k bash examples/critic_gae.sh ...   (GPU)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -z "${PYTHON:-}" ]; then
-  if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python; fi
-fi
+source examples/python_env.sh
 export RAY_AUTH_MODE=${RAY_AUTH_MODE:-disabled}
 # The critic's values replace the group baseline, so one sample per prompt is enough (rollout.n=1 works);
 # the configs' n is kept here. The value head starts from scratch: it learns faster than the policy

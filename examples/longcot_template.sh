@@ -4,8 +4,6 @@
 #   CONFIG=r1d-1.5b_deepscaler_longcot_24k bash examples/longcot_template.sh ...   (GPU)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -z "${PYTHON:-}" ]; then
-  if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python; fi
-fi
+source examples/python_env.sh
 export RAY_AUTH_MODE=${RAY_AUTH_MODE:-disabled}
 exec "$PYTHON" -m verl.trainer.main_policy_iteration --config-name="${CONFIG:-tiny_longcot}" "$@"

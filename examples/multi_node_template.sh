@@ -53,9 +53,7 @@
 # launcher's private Ray, without RAY_ADDRESS, does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -z "${PYTHON:-}" ]; then
-  if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python; fi
-fi
+source examples/python_env.sh
 CONFIG=${CONFIG:-r1d-1.5b_deepscaler_delethink_24k}
 NNODES=${NNODES:-2}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}

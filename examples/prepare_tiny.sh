@@ -8,7 +8,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."  # paths are relative to the repository root, as in the tiny_* configs
-PYTHON="${PYTHON:-python}"
+source examples/python_env.sh
 FORCE="${FORCE:-0}"
 ROOT=outputs/tiny
 

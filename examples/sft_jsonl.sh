@@ -9,9 +9,7 @@
 # call resumes from the newest one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -z "${PYTHON:-}" ]; then
-  if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python; fi
-fi
+source examples/python_env.sh
 OUT=${OUT:-outputs/sft_jsonl}
 tiny_args=()
 if [ -z "${MODEL:-}" ]; then

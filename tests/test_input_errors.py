@@ -434,3 +434,37 @@ def test_sigterm_stops_a_run_cleanly_leaving_checkpoint_and_metrics(launcher, ti
     assert checkpoint.checkpoint_problem(last) is None
     steps = [m["step"] for m in read_jsonl(run_dir / "metrics.jsonl")]
     assert steps == list(range(1, len(steps) + 1)) and len(steps) >= checkpoint.step_of(last)
+
+
+def scripts_that_run_python() -> list[Path]:
+    """Every script of examples/ and recipes/ that runs the project's interpreter."""
+    scripts = sorted([*REPO.glob("examples/**/*.sh"), *REPO.glob("recipes/**/*.sh")])
+    return [s for s in scripts if "$PYTHON" in s.read_text() and s.name not in ("python_env.sh", "sizes.sh")]
+
+
+def test_every_script_that_runs_python_picks_it_in_one_place():
+    scripts = scripts_that_run_python()
+    assert len(scripts) >= 12  # the templates, the paper's four recipes, the testbed's, prepare_tiny
+    for script in scripts:
+        assert "source examples/python_env.sh" in script.read_text(), script
+
+
+@pytest.fixture(scope="module")
+def python_without_the_project(tmp_path_factory) -> Path:
+    venv = tmp_path_factory.mktemp("bare") / "venv"
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    return venv / "bin" / "python"
+
+
+@pytest.mark.parametrize("script", scripts_that_run_python(), ids=lambda s: str(s.relative_to(REPO)))
+def test_a_python_without_the_project_stops_a_script_with_one_line(script, python_without_the_project):
+    """Run from another directory: the check must not count the checkout's verl/ as installed."""
+    env = {**os.environ, "PYTHON": str(python_without_the_project), "NODE_RANK": "0", "DRY_RUN": "1"}
+    done = subprocess.run(["bash", str(script)], cwd="/", env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"PYTHON={python_without_the_project} cannot import torch, transformers, hydra and verl: run 'make "
+        "install' and use .venv/bin/python (or activate .venv), or set PYTHON to an interpreter with the "
+        "project installed\n"
+    )
+    assert done.stdout == ""

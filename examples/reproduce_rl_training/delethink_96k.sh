@@ -10,4 +10,5 @@
 # GPU memory per rank, no GPU or model needed; a run that cannot fit trainer.gpu_memory_gib is refused.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-exec "${PYTHON:-python}" -m verl.trainer.main_policy_iteration --config-name=r1d-1.5b_openmath_delethink_96k "$@"
+source examples/python_env.sh
+exec "$PYTHON" -m verl.trainer.main_policy_iteration --config-name=r1d-1.5b_openmath_delethink_96k "$@"

@@ -9,4 +9,5 @@
 # update (docs/PAPER_CONFIGS.md). On 141 GB H200s add trainer.gpu_memory_gib=139.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-exec "${PYTHON:-python}" -m verl.trainer.main_policy_iteration --config-name=r1d-1.5b_deepscaler_longcot_24k "$@"
+source examples/python_env.sh
+exec "$PYTHON" -m verl.trainer.main_policy_iteration --config-name=r1d-1.5b_deepscaler_longcot_24k "$@"

@@ -17,7 +17,7 @@
 #        [SEED=N] [STEPS=N] [SFT_ARGS=...] bash recipes/markovian_testbed/lora_vs_full.sh [hydra overrides]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PYTHON=${PYTHON:-python}
+source examples/python_env.sh
 SIZE=${SIZE:-demo}
 source recipes/markovian_testbed/sizes.sh
 FULL=${FULL:-outputs/markovian_testbed_$SIZE}

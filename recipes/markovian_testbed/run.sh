@@ -32,7 +32,7 @@
 #        [hydra overrides for both RL runs]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PYTHON=${PYTHON:-python}
+source examples/python_env.sh
 FORCE=${FORCE:-0}
 SIZE=${SIZE:-full}
 export RAY_AUTH_MODE=${RAY_AUTH_MODE:-disabled}
