@@ -380,7 +380,10 @@ def plot(root: Path, lc: dict | None, dt: dict | None, budget: int, cost: dict[s
     axes[2].set_ylabel("rollout ms per thinking token")
     for ax in axes:
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.lines:
+            ax.legend(fontsize=8)
+        else:  # a run stopped before the timing stage (STOP_AFTER=heldout)
+            ax.text(0.5, 0.5, "not measured", ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     save_figure(fig, root / "cost.png")
     if cost["timing"] and timed_updates(cost["timing"]):
