@@ -158,7 +158,7 @@ def sequence_is_weights(seq: _Sequences, threshold: float) -> tuple[Tensor, dict
         "rollout_is_max": math.exp(min(float(log_ratio.max()), MAX_LOG_RATIO)),
         "rollout_is_min": math.exp(float(log_ratio.min())),
         "rollout_is_ratio_fraction_high": float((log_ratio > math.log(threshold)).double().mean()),
-        "rollout_is_ratio_fraction_low": float((log_ratio < math.log(low)).double().mean()),
+        "rollout_is_ratio_fraction_low": float((log_ratio < -math.log(threshold)).double().mean()),
         "rollout_is_std": _token_weighted_std(seq, ratio, low, threshold),
         "rollout_is_eff_sample_size": float(1 / seq.token_mean(normalised.square())),
         "rollout_is_seq_mean": float(ratio.mean()),
