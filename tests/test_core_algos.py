@@ -233,7 +233,7 @@ def test_truncated_importance_sampling_weights_are_capped():
 
 
 def test_row_weights_scale_each_rows_loss_as_constants():
-    # the sequence-level corrections (core/rollout_correction.py): row 0 weighted 0.5, row 1 rejected (0)
+    # the trajectory weights of core/rollout_correction.py: row 0 weighted 0.5, row 1 weighted 0
     log_prob = _new_log_prob()
     weights = torch.tensor([0.5, 0.0], dtype=torch.float32)
     out = compute_policy_loss(OLD, log_prob, ADV, torch.ones_like(ADV), row_weights=weights, **CLIP)

@@ -1,8 +1,11 @@
-"""The rollout/training mismatch: its metrics and corrections as pure functions against hand-computed
-numbers, their config rules, and on real CPU runs in both environments: the engine sampling in bfloat16
-against the actor in float32 shows a mismatch, float32 against float32 about none, and a correction that
-rejects every row leaves no gradient."""
+"""The rollout/training mismatch: its metrics (verl's names and formulas) and corrections as pure functions
+against hand-computed numbers, by whole trajectory (a Delethink trajectory's chunks together), a rejected
+trajectory's absence from every loss and statistic, their config rules, and on real CPU runs in both
+environments: the engine sampling in bfloat16 against the actor in float32 shows a mismatch, float32
+against float32 about none, a correction that rejects every trajectory leaves no gradient, and bypass mode
+trains against the engine's log-probs."""
 
+import copy
 import json
 import math
 import time
@@ -10,103 +13,366 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.testing import assert_close
 from wandb.proto import wandb_internal_pb2
 
 from tests.e2e_utils import DELETHINK, ONE_PROCESS, tiny_config, tiny_longcot_with
 from tests.test_checkpoint_retention import _entry_point
 from tests.test_local_launcher import assert_refused
-from verl.config import ConfigError
-from verl.core.rollout_correction import (
-    rejected_rows,
-    rollout_mismatch_metrics,
-    row_weights,
-    sequence_is_weights,
-    token_log_ratios,
-)
+from tests.test_trajectory_weight import TRAJECTORIES, actor_batch
+from verl.config import ActorConfig, ConfigError, CriticConfig
+from verl.core.batch import TokenLayout, TrainRow, collate_rows, pad_rows_to_multiple, select_rows
+from verl.core.core_algos import TRAJECTORY_MEAN_MODE
+from verl.core.rollout_correction import Correction, correct, on_rows, probability_difference_metrics
+from verl.models.tiny import build_model, build_tokenizer
 from verl.trainer.launch import run
 from verl.utils.fs import read_jsonl
+from verl.workers.actor.dp_actor import DataParallelPPOActor
+from verl.workers.critic.dp_critic import DataParallelPPOCritic
 
-# Two rows of three tokens; the third token of row 0 is not trained (masked), and its ratio would
+# Two sequences of three tokens; the third token of sequence A is not trained (masked), and its ratio would
 # trip every bound. Token ratios r = pi_old / pi_rollout:
-#   row 0: 0.5 / 0.4 = 1.25, 0.25 / 0.25 = 1              (masked: 0.01 / 0.9)
-#   row 1: 0.2 / 0.1 = 2,    0.4 / 0.5 = 0.8,  0.9 / 0.9 = 1
+#   A: 0.5 / 0.4 = 1.25, 0.25 / 0.25 = 1              (masked: 0.01 / 0.9)   R_A = 1.25, 2 tokens
+#   B: 0.2 / 0.1 = 2,    0.4 / 0.5 = 0.8,  0.9 / 0.9 = 1                     R_B = 1.6,  3 tokens
 OLD = torch.tensor([[0.5, 0.25, 0.01], [0.2, 0.4, 0.9]], dtype=torch.float64).log()
 ROLLOUT = torch.tensor([[0.4, 0.25, 0.9], [0.1, 0.5, 0.9]], dtype=torch.float64).log()
 MASK = torch.tensor([[1, 1, 0], [1, 1, 1]])
+LN = math.log
 
 
-def test_mismatch_metrics_over_trained_tokens():
-    metrics = rollout_mismatch_metrics(OLD, ROLLOUT, MASK)
-    # |p_old - p_rollout|: 0.1, 0, 0.1, 0.1, 0
-    assert metrics["train/rollout_prob_diff_mean"] == pytest.approx(0.3 / 5)
-    assert metrics["train/rollout_prob_diff_max"] == pytest.approx(0.1)
-    # k3 = r - 1 - log r: 1.25 -> 0.25 - log 1.25, 1 -> 0, 2 -> 1 - log 2, 0.8 -> -0.2 - log 0.8, 1 -> 0
-    k3 = (0.25 - math.log(1.25)) + (1 - math.log(2)) + (-0.2 - math.log(0.8))
-    assert metrics["train/rollout_kl"] == pytest.approx(k3 / 5)
-    # exp(mean(-log r)) = exp(-log(1.25 * 2 * 0.8) / 5) = 2 ** (-1/5): the trainer is surer (< 1)
-    assert metrics["train/rollout_ppl_ratio"] == pytest.approx(2 ** (-1 / 5))
-    assert rollout_mismatch_metrics(OLD, ROLLOUT, torch.zeros_like(MASK)) == {
-        "train/rollout_prob_diff_mean": 0.0, "train/rollout_prob_diff_max": 0.0,
-        "train/rollout_kl": 0.0, "train/rollout_ppl_ratio": 1.0,
-    }  # fmt: skip
-    same = rollout_mismatch_metrics(OLD, OLD, MASK)  # the engine and trainer agree
-    assert same["train/rollout_kl"] == 0.0 and same["train/rollout_ppl_ratio"] == 1.0
-    with pytest.raises(ValueError, match=r"expected three equal \[rows, T\] shapes"):
-        rollout_mismatch_metrics(OLD, ROLLOUT[:, :2], MASK)
-
-
-def test_sequence_weights_are_the_rows_ratio_capped():
-    log_r = token_log_ratios(OLD, ROLLOUT, MASK)
-    # row 0: 1.25 x 1 = 1.25; row 1: 2 x 0.8 x 1 = 1.6, capped at 1.5
-    torch.testing.assert_close(
-        sequence_is_weights(log_r, 1.5), torch.tensor([1.25, 1.5], dtype=torch.float64)
+def test_offpolicy_metrics_are_verls_formulas_by_hand():
+    metrics = correct(OLD, ROLLOUT, MASK).metrics
+    # per sequence: mean log-probs, trainer (old) and engine (rollout)
+    old_a, old_b = LN(0.5 * 0.25) / 2, LN(0.2 * 0.4 * 0.9) / 3
+    rollout_a, rollout_b = LN(0.4 * 0.25) / 2, LN(0.1 * 0.5 * 0.9) / 3
+    diff_a, diff_b = rollout_a - old_a, rollout_b - old_b  # = -log R / tokens: -log(1.25) / 2, -log(1.6) / 3
+    expected = {
+        # perplexities: the mean over sequences of each one's exp(-mean log-prob)
+        "training_ppl": (math.exp(-old_a) + math.exp(-old_b)) / 2,
+        "training_log_ppl": -(old_a + old_b) / 2,
+        "rollout_ppl": (math.exp(-rollout_a) + math.exp(-rollout_b)) / 2,
+        "rollout_log_ppl": -(rollout_a + rollout_b) / 2,
+        # token means over the 5 tokens: log(pi_rollout / pi_old) = -log r, and k3 = r - 1 - log r
+        "kl": -LN(1.25 * 2 * 0.8) / 5,
+        "k3_kl": ((0.25 - LN(1.25)) + (1 - LN(2)) + (-0.2 - LN(0.8))) / 5,
+        "log_ppl_diff": (diff_a + diff_b) / 2,
+        "log_ppl_abs_diff": (abs(diff_a) + abs(diff_b)) / 2,
+        "log_ppl_diff_max": max(diff_a, diff_b),
+        "log_ppl_diff_min": min(diff_a, diff_b),
+        # the mean of the per-sequence ratios, not one ratio of pooled tokens
+        "ppl_ratio": (1.25 ** (-1 / 2) + 1.6 ** (-1 / 3)) / 2,
+        "chi2_token": (1.25**2 + 1 + 2**2 + 0.8**2 + 1) / 5 - 1,  # 0.6405
+        "chi2_seq": (1.25**2 + 1.6**2) / 2 - 1,  # 1.06125
+    }
+    assert metrics == pytest.approx({f"rollout_corr/{k}": v for k, v in expected.items()}, rel=1e-12)
+    # the reference implementation's |pi_old - pi_rollout|: 0.1, 0, 0.1, 0.1, 0
+    assert probability_difference_metrics(OLD, ROLLOUT, MASK) == pytest.approx(
+        {"train/rollout_prob_diff_mean": 0.3 / 5, "train/rollout_prob_diff_max": 0.1}
     )
-    torch.testing.assert_close(
-        sequence_is_weights(log_r, 2.0), torch.tensor([1.25, 1.6], dtype=torch.float64)
+    # two rows, 10 tokens at log r = -0.1 and 1000 at 0: verl's ppl_ratio is 1.053, a pooled one 1.001
+    old, mask = torch.zeros(2, 1000), torch.zeros(2, 1000)
+    old[0, :10], mask[0, :10], mask[1] = -0.1, 1, 1
+    pooled = math.exp(0.1 * 10 / 1010)
+    ppl_ratio = correct(old, torch.zeros(2, 1000), mask).metrics["rollout_corr/ppl_ratio"]
+    assert ppl_ratio == pytest.approx((math.exp(0.1) + 1) / 2) and ppl_ratio > pooled + 0.05
+    # nothing trained, nothing measured
+    assert correct(OLD, ROLLOUT, torch.zeros_like(MASK)).metrics == {}
+    assert probability_difference_metrics(OLD, ROLLOUT, torch.zeros_like(MASK)) == {}
+    with pytest.raises(ValueError, match=r"expected three equal \[sequences, T\] shapes"):
+        correct(OLD, ROLLOUT[:, :2], MASK)
+
+
+def test_sequence_weights_and_their_metrics_by_hand():
+    correction = correct(OLD, ROLLOUT, MASK, rollout_is="sequence", rollout_is_threshold=1.5)
+    # R = 1.25 and 1.6, capped at 1.5
+    assert correction.weights.tolist() == pytest.approx([1.25, 1.5])
+    assert not correction.rejected.any()
+    # the spread: R clamped to [1 / 1.5, 1.5] = 1.25 and 1.5, weighted by tokens (2 and 3)
+    mean = (2 * 1.25 + 3 * 1.5) / 5  # 1.4
+    second = (2 * 1.25**2 + 3 * 1.5**2) / 5  # 1.975
+    expected = {
+        "rollout_is_mean": (2 * 1.25 + 3 * 1.6) / 5,  # before the cap, weighted by tokens: 1.46
+        "rollout_is_max": 1.6,
+        "rollout_is_min": 1.25,
+        "rollout_is_ratio_fraction_high": 0.5,  # 1.6 > 1.5
+        "rollout_is_ratio_fraction_low": 0.0,  # none below 1 / 1.5
+        "rollout_is_std": math.sqrt(second - mean**2),
+        "rollout_is_eff_sample_size": mean**2 / second,  # 1 / E[(w / E[w])^2]
+        "rollout_is_seq_mean": (1.25 + 1.6) / 2,
+        "rollout_is_seq_std": 0.35 / math.sqrt(2),  # unbiased over the 2 sequences
+        "rollout_is_seq_max": 1.6,
+        "rollout_is_seq_min": 1.25,
+        "rollout_is_seq_max_deviation": 0.6,
+        "rollout_is_seq_fraction_high": 0.5,
+        "rollout_is_seq_fraction_low": 0.0,
+    }
+    metrics = {k: v for k, v in correction.metrics.items() if k.startswith("rollout_corr/rollout_is")}
+    # verl divides the effective sample size's mean by (mean + 1e-8): 1e-8 relative here
+    assert metrics == pytest.approx({f"rollout_corr/{k}": v for k, v in expected.items()}, rel=1e-7)
+    # R is bounded to exp(20) before the cap: no overflow from a long sequence
+    huge = correct(torch.full((1, 3), 30.0), torch.zeros(1, 3), torch.ones(1, 3), rollout_is="sequence",
+                   rollout_is_threshold=float("inf"))  # fmt: skip
+    assert huge.weights.item() == pytest.approx(math.exp(20))
+
+
+def test_rejection_and_its_metrics_by_hand():
+    # sequence: R_A = 1.25 inside [1 / 1.5, 1.5], R_B = 1.6 above: verl's seq_sum_k1, whose statistic is
+    # k1 = -log R, inside [log(1 / 1.5), log 1.5]
+    correction = correct(OLD, ROLLOUT, MASK, rollout_rs="sequence", rollout_rs_threshold=1.5)
+    assert correction.rejected.tolist() == [False, True] and correction.weights is None
+    k1_a, k1_b = -LN(1.25), -LN(1.6)
+    low = -LN(1.5)  # the bounds [log(1 / 1.5), log 1.5]
+    clamped = (2 * k1_a + 3 * low) / 5, (2 * k1_a**2 + 3 * low**2) / 5  # k1_b clamps to low
+    expected = {
+        "mean": (2 * k1_a + 3 * k1_b) / 5,
+        "max": k1_a,
+        "min": k1_b,
+        "fraction_high": 0.0,
+        "fraction_low": 0.5,
+        "std": math.sqrt(clamped[1] - clamped[0] ** 2),
+        "seq_mean": (k1_a + k1_b) / 2,
+        "seq_std": (k1_a - k1_b) / math.sqrt(2),
+        "seq_max": k1_a,
+        "seq_min": k1_b,
+        "seq_max_deviation": -k1_b,
+        "seq_fraction_high": 0.0,
+        "seq_fraction_low": 0.5,
+        "masked_fraction": 3 / 5,  # B's 3 tokens of 5
+        "seq_masked_fraction": 0.5,
+    }
+    want = {f"rollout_corr/rollout_rs_seq_sum_k1_{k}": v for k, v in expected.items()}
+    want |= {"rollout_corr/rollout_rs_masked_fraction": 3 / 5,
+             "rollout_corr/rollout_rs_seq_masked_fraction": 0.5}  # fmt: skip
+    metrics = {k: v for k, v in correction.metrics.items() if k.startswith("rollout_corr/rollout_rs")}
+    assert metrics == pytest.approx(want, rel=1e-12)
+
+    def rejected(**bounds):
+        return correct(OLD, ROLLOUT, MASK, **bounds).rejected.tolist()
+
+    # an explicit lower bound: 1.25 < 1.3
+    assert rejected(rollout_rs="sequence", rollout_rs_threshold=1.7, rollout_rs_threshold_lower=1.3) == [
+        True, False,
+    ]  # fmt: skip
+    # geometric: 1.25 ** (1/2) = 1.118 and 1.6 ** (1/3) = 1.170 against [1 / 1.15, 1.15]; verl's seq_mean_k1
+    geometric = correct(OLD, ROLLOUT, MASK, rollout_rs="geometric", rollout_rs_threshold=1.15)
+    assert geometric.rejected.tolist() == [False, True]
+    assert geometric.metrics["rollout_corr/rollout_rs_seq_mean_k1_seq_mean"] == pytest.approx(
+        -(LN(1.25) / 2 + LN(1.6) / 3) / 2
     )
-    # the ratio is bounded to exp(20) before the cap: no overflow from a long row
-    huge = torch.full((1, 3), 30.0, dtype=torch.float64)
-    assert sequence_is_weights(huge, float("inf")).item() == pytest.approx(math.exp(20))
+    # veto: B holds a token at 0.8 (A's masked 0.011 does not count)
+    vetoed = correct(OLD, ROLLOUT, MASK, rollout_token_veto_threshold=0.85)
+    assert vetoed.rejected.tolist() == [False, True]
+    assert vetoed.metrics["rollout_corr/rollout_is_veto_fraction"] == 0.5
+    assert vetoed.metrics["rollout_corr/rollout_is_catastrophic_token_fraction"] == pytest.approx(1 / 5)
+    assert rejected(rollout_token_veto_threshold=0.75) == [False, False]
+    # a sequence without trained tokens is never rejected, and counts in no statistic
+    empty = correct(OLD, ROLLOUT, torch.tensor([[0, 0, 0], [1, 1, 1]]), rollout_rs="sequence",
+                    rollout_rs_threshold=1.5, rollout_token_veto_threshold=0.85)  # fmt: skip
+    assert empty.rejected.tolist() == [False, True]
+    assert empty.metrics["rollout_corr/rollout_rs_seq_masked_fraction"] == 1.0
 
 
-def test_rows_out_of_bounds_are_rejected():
-    log_r = token_log_ratios(OLD, ROLLOUT, MASK)
-
-    def rejected(*args):
-        return rejected_rows(log_r, MASK, *args).tolist()
-
-    # sequence: 1.25 and 1.6 against [1 / 1.5, 1.5]
-    assert rejected("sequence", 1.5, None, None) == [False, True]
-    assert rejected("sequence", 1.7, 1.3, None) == [True, False]  # 1.25 < the lower bound 1.3
-    # geometric: 1.25 ** (1/2) = 1.118 and 1.6 ** (1/3) = 1.170 against [1 / 1.15, 1.15]
-    assert rejected("geometric", 1.15, None, None) == [False, True]
-    # veto: row 1 holds a token at 0.8 (row 0's masked 0.011 does not count)
-    assert rejected(None, None, None, 0.85) == [False, True]
-    assert rejected(None, None, None, 0.75) == [False, False]
-    # a row without trained tokens is never rejected
-    assert rejected_rows(
-        log_r, torch.tensor([[0, 0, 0], [1, 1, 1]]), "sequence", 1.5, None, 0.85
-    ).tolist() == [
-        False,
-        True,
-    ]
+# -- Delethink: one weight and one verdict per trajectory, over all its chunks ---------------------------
 
 
-def test_row_weights_combine_the_corrections_and_report_them():
-    padded_old = torch.cat([OLD, torch.zeros(1, 3, dtype=torch.float64)])
-    padded_rollout = torch.cat([ROLLOUT, torch.zeros(1, 3, dtype=torch.float64)])
-    padded_mask = torch.cat([MASK, torch.zeros(1, 3, dtype=MASK.dtype)])  # a padding row
-    weights, metrics = row_weights(
-        padded_old, padded_rollout, padded_mask, rollout_is="sequence", rollout_is_threshold=1.5,
-        rollout_rs="sequence", rollout_rs_threshold=1.5,
+def chunked_batch(chunks_of: list[list[list[float]]], multiple: int = 1):
+    """Collated rows (padded to a multiple of `multiple`) and the layout of trajectories whose chunks carry
+    the given token ratios: the engine sampled each token with probability 0.5, the trainer gives it
+    0.5 x its ratio."""
+    rows, old = [], []
+    for i, chunks in enumerate(chunks_of):
+        for ratios in chunks:
+            rows.append(TrainRow([1, 2], [7] * len(ratios), [LN(0.5)] * len(ratios), 1.0, 0, i))
+            old.append([LN(0.5 * r) for r in ratios])
+    padded = pad_rows_to_multiple(rows, multiple)
+    batch = collate_rows(padded, 0)
+    batch["old_log_probs"] = torch.zeros_like(batch["rollout_log_probs"])
+    for r, logps in enumerate(old):
+        batch["old_log_probs"][r, : len(logps)] = torch.tensor(logps)
+    return batch, TokenLayout.of(rows, len(chunks_of), len(padded), batch["responses"].shape[1])
+
+
+def correct_trajectories(batch, layout, **settings):
+    correction = correct(
+        *(layout.to_trajectories(batch[k]) for k in ("old_log_probs", "rollout_log_probs", "response_mask")),
+        **settings,
+    )
+    return correction, *on_rows(correction, batch["trajectory_index"], batch["response_mask"])
+
+
+def test_a_three_chunk_trajectorys_weight_is_the_product_over_its_chunks():
+    # trajectory 0: three chunks whose own ratios are 1.1 x 1.0 = 1.1, 0.9 and 1.2 x 1.0 = 1.2; trajectory 1:
+    # one chunk, ratio 1.05; padded to 6 rows with two copies of the last row
+    batch, layout = chunked_batch([[[1.1, 1.0], [0.9], [1.2, 1.0, 1.0]], [[1.05]]], multiple=6)
+    correction, weights, mask = correct_trajectories(batch, layout, rollout_is="sequence",
+                                                     rollout_is_threshold=2.0)  # fmt: skip
+    product = 1.1 * 0.9 * 1.2  # 1.188: one weight for the trajectory, not one per chunk
+    assert correction.weights.tolist() == pytest.approx([product, 1.05])
+    assert weights.tolist() == pytest.approx([product] * 3 + [1.05] * 3)  # padding rows: their copy's
+    assert torch.equal(mask, batch["response_mask"])  # nothing rejected
+    # the statistics count trajectories: 2 of them, not 4 chunk rows
+    assert correction.metrics["rollout_corr/rollout_is_seq_mean"] == pytest.approx((product + 1.05) / 2)
+    assert correction.metrics["rollout_corr/chi2_seq"] == pytest.approx((product**2 + 1.05**2) / 2 - 1)
+    # the cap applies to the product
+    capped, weights, _ = correct_trajectories(batch, layout, rollout_is="sequence", rollout_is_threshold=1.1)
+    assert weights.tolist()[:4] == pytest.approx([1.1, 1.1, 1.1, 1.05])
+
+
+def test_a_trajectory_is_rejected_whole_by_its_ratio_over_every_chunk():
+    # every chunk of trajectory 0 has ratio 1.3, inside [1 / 1.5, 1.5]; the trajectory's is 1.3^3 = 2.197
+    batch, layout = chunked_batch([[[1.3], [1.3], [1.3]], [[1.3]]])
+    correction, weights, mask = correct_trajectories(batch, layout, rollout_rs="sequence",
+                                                     rollout_rs_threshold=1.5)  # fmt: skip
+    assert correction.rejected.tolist() == [True, False] and weights is None
+    assert mask.sum(dim=-1).tolist() == [0, 0, 0, 1]  # all three chunk rows leave the mask
+    metrics = correction.metrics
+    assert metrics["rollout_corr/rollout_rs_seq_masked_fraction"] == 0.5  # 1 trajectory of 2
+    assert metrics["rollout_corr/rollout_rs_masked_fraction"] == pytest.approx(3 / 4)  # 3 tokens of 4
+    assert metrics["rollout_corr/rollout_rs_seq_sum_k1_seq_min"] == pytest.approx(-3 * LN(1.3))
+    # geometric: the mean over all the trajectory's tokens, 1.3 here too: both kept
+    geometric, _, _ = correct_trajectories(batch, layout, rollout_rs="geometric", rollout_rs_threshold=1.5)
+    assert not geometric.rejected.any()
+    # the veto rejects the whole trajectory for one chunk's token
+    batch, layout = chunked_batch([[[1.0], [1.0, 0.5], [1.0]], [[1.0]]])
+    _, _, mask = correct_trajectories(batch, layout, rollout_token_veto_threshold=0.6)
+    assert mask.sum(dim=-1).tolist() == [0, 0, 0, 1]
+
+
+# -- a rejected trajectory adds nothing to any loss or training statistic --------------------------------
+
+REJECTED = 3  # of the 6 trajectories of tests/test_trajectory_weight.py; it has two chunk rows
+
+
+def reject(batch: dict[str, torch.Tensor], trajectory: int = REJECTED) -> dict[str, torch.Tensor]:
+    """`batch` with `trajectory` rejected, as `on_rows` hands it to the actor and the critic."""
+    rejected = torch.arange(len(TRAJECTORIES)) == trajectory
+    _, mask = on_rows(Correction(None, rejected, {}), batch["trajectory_index"], batch["response_mask"])
+    return {**batch, "response_mask": mask, "advantages": batch["advantages"] * mask}
+
+
+def scrambled(batch: dict[str, torch.Tensor], trajectory: int = REJECTED) -> dict[str, torch.Tensor]:
+    """`batch` with everything the losses read changed on `trajectory`'s rows."""
+    rows = (batch["trajectory_index"] == trajectory)[:, None]
+    out = dict(batch)
+    out["advantages"] = torch.where(rows, -5.0 * batch["response_mask"], batch["advantages"])
+    for key, shift in (("old_log_probs", 0.7), ("ref_log_prob", -1.0), ("values", 3.0), ("returns", -2.0)):
+        out[key] = torch.where(rows, batch[key] + shift, batch[key])
+    return out
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_model(build_tokenizer(), seed=0)
+
+
+MODE = TRAJECTORY_MEAN_MODE
+
+
+def policy_update(model, batch, mode):
+    """One update (lr 0) of a copy of `model` with an entropy bonus and a KL loss: gradients and metrics."""
+    m = copy.deepcopy(model)
+    config = ActorConfig(loss_agg_mode=mode, grad_clip=1e9, ppo_micro_batch_size_per_gpu=2,
+                         entropy_coeff=0.01, use_kl_loss=True, kl_loss_coef=0.1)  # fmt: skip
+    actor = DataParallelPPOActor(m, torch.optim.SGD(m.parameters(), lr=0.0), config, 1.0, norm_length=8)
+    metrics = actor.update_policy(batch, num_mini_batches=1, correction_ratio=9 / 6)
+    return {n: p.grad.clone() for n, p in m.named_parameters()}, metrics
+
+
+def value_update(value_model, batch):
+    m = copy.deepcopy(value_model)
+    config = CriticConfig(loss_agg_mode="token-mean", grad_clip=1e9, ppo_micro_batch_size_per_gpu=2)
+    critic = DataParallelPPOCritic(m, torch.optim.SGD(m.parameters(), lr=0.0), config, norm_length=8)
+    metrics = critic.update_critic(batch, num_mini_batches=1)
+    return {n: p.grad.clone() for n, p in m.named_parameters()}, metrics
+
+
+def full_batch(model) -> dict[str, torch.Tensor]:
+    batch = actor_batch(model)
+    g = torch.Generator().manual_seed(3)
+    shape = batch["response_mask"].shape
+    batch["ref_log_prob"] = batch["old_log_probs"] - 0.2 * torch.rand(shape, generator=g)
+    batch["values"] = 0.1 * torch.randn(shape, generator=g)
+    batch["returns"] = torch.randn(shape, generator=g)
+    return batch
+
+
+def test_a_rejected_trajectory_adds_nothing_to_the_actors_loss_or_statistics(model):
+    """Whatever its advantages and log-probs, a rejected trajectory changes no gradient and no metric of
+    Delethink's trajectory-mean loss: the policy loss, the entropy bonus, the KL loss and every token
+    statistic (clip fractions, ppo_kl, entropy)."""
+    batch = full_batch(model)
+    grads, metrics = policy_update(model, reject(batch), MODE)
+    other_grads, other_metrics = policy_update(model, reject(scrambled(batch)), MODE)
+    assert metrics == other_metrics
+    for name, grad in grads.items():
+        assert torch.equal(grad, other_grads[name]), name
+    # not rejected, the same change moves the loss: the test can see the trajectory
+    assert policy_update(model, scrambled(batch), MODE)[1]["actor/pg_loss"] != metrics["actor/pg_loss"]
+
+
+def test_a_rejected_trajectorys_tokens_leave_the_token_mean_denominator(model):
+    """With token-mean the loss and statistics are those of the batch without the trajectory's rows (up to
+    float32 rounding: the rows group into other micro-batches, which sum in another order)."""
+    batch = full_batch(model)
+    grads, metrics = policy_update(model, reject(batch), "token-mean")
+    kept = select_rows(batch, batch["trajectory_index"] != REJECTED)
+    without_grads, without = policy_update(model, kept, "token-mean")
+    for key in ("actor/pg_loss", "actor/kl_loss", "actor/entropy", "actor/pg_clipfrac", "actor/ppo_kl"):
+        assert without[key] == pytest.approx(metrics[key], rel=1e-5), key
+    for name, grad in grads.items():
+        assert_close(grad, without_grads[name], atol=1e-6, rtol=1e-4)
+
+
+def test_a_rejected_trajectory_adds_nothing_to_the_critics_loss(model, tiny_assets):
+    from verl.single_controller.fsdp_workers import load_value_model
+
+    value_model = load_value_model(str(tiny_assets / "model"))
+    batch = full_batch(model)
+    grads, metrics = value_update(value_model, reject(batch))
+    other_grads, other_metrics = value_update(value_model, reject(scrambled(batch)))
+    assert metrics == other_metrics
+    for name, grad in grads.items():
+        assert torch.equal(grad, other_grads[name]), name
+    assert value_update(value_model, scrambled(batch))[1]["critic/vf_loss"] != metrics["critic/vf_loss"]
+
+
+def test_the_trainer_rejects_before_the_advantages(tiny_assets, tmp_path):
+    """The trainer's correction on a Delethink batch: the rejected trajectory's chunk rows leave the mask
+    and keep no advantage, and a token-level estimator (REINFORCE++, which whitens over the batch's
+    tokens) gives the other trajectories what it gives them without it."""
+    from verl.core.trajectory import PromptItem
+    from verl.trainer.delethink_ppo.ray_trainer import RayDelethinkTrainer
+    from verl.trainer.ppo.ray_trainer import TokenAdvantageInputs
+
+    config = tiny_config(
+        "tiny_delethink", tiny_assets, tmp_path, *DELETHINK, "algorithm.adv_estimator=reinforce_plus_plus",
+        "algorithm.rollout_correction.rollout_rs=sequence",
+        "algorithm.rollout_correction.rollout_rs_threshold=1.5",
     )  # fmt: skip
-    # row 0 weighted 1.25; row 1 rejected; the padding row untouched
-    assert weights.dtype == torch.float32 and weights.tolist() == [1.25, 0.0, 1.0]
-    # over the two rows with tokens: IS weights 1.25 and 1.5 (before the rejection), one of two rejected
-    assert metrics == {"train/rollout_is_weight_mean": 1.375, "train/rollout_rejected_rows": 0.5}
-    assert row_weights(OLD, ROLLOUT, MASK) == (None, {})  # every correction off
-    weights, metrics = row_weights(OLD, ROLLOUT, MASK, rollout_token_veto_threshold=0.85)
-    assert weights.tolist() == [1.0, 0.0] and metrics == {"train/rollout_rejected_rows": 0.5}
+    items = [PromptItem([1, 2], "test", "0")] * 4
+    trainer = RayDelethinkTrainer(config, build_tokenizer(), items, items, None, None)
+    scores, groups = [1.0, 0.0, 1.0, 0.0, 0.0, 1.0], [0, 0, 1, 1, 2, 2]
+
+    def advantages(kept: list[int]):
+        batch, _, _, layout = trainer.build_training_batch([TRAJECTORIES[i] for i in kept], [1.0] * len(kept))
+        # the engine and the trainer agree but on REJECTED's tokens: ratio e^0.5 each
+        off = torch.tensor([kept[i] == REJECTED for i in batch["trajectory_index"]])[:, None]
+        batch["old_log_probs"] = batch["rollout_log_probs"] + 0.5 * off * batch["response_mask"]
+        metrics = trainer.correct_rollouts(batch, layout)
+        inputs = TokenAdvantageInputs([scores[i] for i in kept], [groups[i] for i in kept], None)
+        targets, _ = trainer.token_advantages(batch, layout, inputs)
+        return batch, layout.to_trajectories(targets["advantages"]), metrics
+
+    batch, with_rejected, metrics = advantages(list(range(6)))
+    rows = batch["trajectory_index"] == REJECTED
+    assert rows.sum() == 2 and not batch["response_mask"][rows].any() and not batch["advantages"][rows].any()
+    assert metrics["rollout_corr/rollout_rs_seq_masked_fraction"] == pytest.approx(1 / 6)
+    assert not with_rejected[REJECTED].any()
+    kept = [i for i in range(6) if i != REJECTED]
+    _, without, _ = advantages(kept)
+    width = without.shape[1]
+    assert_close(with_rejected[kept][:, :width], without, rtol=1e-5, atol=1e-6)
+    assert with_rejected[kept].abs().sum() > 0
 
 
 def test_correction_keys_are_checked(tiny_assets, tmp_path):
@@ -115,19 +381,21 @@ def test_correction_keys_are_checked(tiny_assets, tmp_path):
         f"{key}.rollout_is=token": f"{key}.rollout_is='token': must be one of [None, 'sequence'] (the "
         "token-level weight is actor_rollout_ref.actor.tis_imp_ratio_cap)",
         f"{key}.rollout_is_threshold=0.5": f"{key}.rollout_is_threshold=0.5: must be >= 1: a cap below 1 "
-        "would shrink the weight of rows the engine and trainer agree on",
+        "would shrink the weight of trajectories the engine and trainer agree on",
         f"{key}.rollout_rs=token": f"{key}.rollout_rs='token': must be one of "
         "[None, 'sequence', 'geometric']",
         f"{key}.rollout_rs=geometric": f"{key}.rollout_rs_threshold=None: must be set (> 1) with "
         "rollout_rs='geometric'",
         f"{key}.rollout_rs_threshold=0.9": f"{key}.rollout_rs_threshold=0.9: must be null or > 1 (the upper "
-        "bound of a row's ratio)",
+        "bound of a trajectory's ratio)",
         f"{key}.rollout_rs_threshold_lower=1.5": f"{key}.rollout_rs_threshold_lower=1.5: must be null (off) "
         "or in (0, 1)",
         f"{key}.rollout_token_veto_threshold=0": f"{key}.rollout_token_veto_threshold=0.0: must be null "
         "(off) or in (0, 1)",
         "actor_rollout_ref.rollout.dtype=int8": "actor_rollout_ref.rollout.dtype='int8': must be null or one "
         "of ['float32', 'bfloat16', 'float16']",
+        "actor_rollout_ref.actor.loss_divisor_rows=0": "actor_rollout_ref.actor.loss_divisor_rows=0: must be "
+        "null (the exact mean) or the rows to divide each mini-batch's loss by (>= 1)",
     }
     for override, line in cases.items():
         with pytest.raises(ConfigError) as refused:
@@ -138,8 +406,23 @@ def test_correction_keys_are_checked(tiny_assets, tmp_path):
             tiny_assets, f"{key}.rollout_is=sequence", "actor_rollout_ref.actor.tis_imp_ratio_cap=2"
         )
     assert str(refused.value) == (
-        f"{key}.rollout_is='sequence': weights rows by the same ratios that actor_rollout_ref.actor."
+        f"{key}.rollout_is='sequence': weights trajectories by the same ratios that actor_rollout_ref.actor."
         "tis_imp_ratio_cap=2 weights tokens by (TIS); use one of them"
+    )
+    # bypass mode: the old log-probs are the engine's, so no ratio is left to correct by
+    with pytest.raises(ConfigError) as refused:
+        tiny_longcot_with(tiny_assets, f"{key}.bypass_mode=true", f"{key}.rollout_rs=geometric",
+                          f"{key}.rollout_rs_threshold=1.5")  # fmt: skip
+    assert str(refused.value) == (
+        f"{key}.rollout_rs='geometric': must be null with bypass_mode=true: the old log-probs are the "
+        "engine's, so its ratios are 1"
+    )
+    with pytest.raises(ConfigError) as refused:
+        tiny_longcot_with(tiny_assets, f"{key}.bypass_mode=true",
+                          "actor_rollout_ref.actor.tis_imp_ratio_cap=2")  # fmt: skip
+    assert str(refused.value) == (
+        "actor_rollout_ref.actor.tis_imp_ratio_cap=2.0: must be <= 0 (off) with algorithm.rollout_correction."
+        "bypass_mode=true: the old log-probs are then the engine's, so every TIS ratio is 1"
     )
     # the entry point: exit code 2, one line naming the key, before any model
     done = _entry_point(tiny_assets, tmp_path, f"{key}.rollout_token_veto_threshold=1.5")
@@ -148,8 +431,17 @@ def test_correction_keys_are_checked(tiny_assets, tmp_path):
 
 # -- on real runs -----------------------------------------------------------------------------------
 
-MISMATCH = ("train/rollout_prob_diff_mean", "train/rollout_prob_diff_max", "train/rollout_kl",
-            "train/rollout_ppl_ratio")  # fmt: skip
+MISMATCH = ("train/rollout_prob_diff_mean", "train/rollout_prob_diff_max", "rollout_corr/k3_kl",
+            "rollout_corr/ppl_ratio")  # fmt: skip
+# verl's metrics every step, and with rollout_is=sequence (verl's rollout_corr_helper)
+OFFPOLICY = ("training_ppl", "training_log_ppl", "kl", "k3_kl", "rollout_ppl", "rollout_log_ppl",
+             "log_ppl_diff", "log_ppl_abs_diff", "log_ppl_diff_max", "log_ppl_diff_min", "ppl_ratio",
+             "chi2_token", "chi2_seq")  # fmt: skip
+SEQUENCE_IS = ("rollout_is_mean", "rollout_is_max", "rollout_is_min", "rollout_is_ratio_fraction_high",
+               "rollout_is_ratio_fraction_low", "rollout_is_std", "rollout_is_eff_sample_size",
+               "rollout_is_seq_mean", "rollout_is_seq_std", "rollout_is_seq_max", "rollout_is_seq_min",
+               "rollout_is_seq_max_deviation", "rollout_is_seq_fraction_high",
+               "rollout_is_seq_fraction_low")  # fmt: skip
 ENVIRONMENTS = {"tiny_longcot": ("data.max_response_length=8",), "tiny_delethink": DELETHINK}
 
 
@@ -171,11 +463,11 @@ def test_the_engine_in_bfloat16_shows_a_mismatch_and_float32_none(name, tiny_ass
         name, tiny_assets, tmp_path / "bfloat16", "actor_rollout_ref.rollout.dtype=bfloat16",
         "trainer.logger=[console,jsonl,wandb]",
     )  # fmt: skip
-    assert exact["train/rollout_prob_diff_max"] < 1e-7 and exact["train/rollout_kl"] < 1e-10
-    assert abs(exact["train/rollout_ppl_ratio"] - 1) < 1e-6
-    assert low["train/rollout_prob_diff_max"] > 1e-6 and low["train/rollout_kl"] > 1e-8
-    assert abs(low["train/rollout_ppl_ratio"] - 1) > 1e-6
-    assert low["train/rollout_kl"] > 1000 * exact["train/rollout_kl"]
+    assert exact["train/rollout_prob_diff_max"] < 1e-7 and exact["rollout_corr/k3_kl"] < 1e-10
+    assert abs(exact["rollout_corr/ppl_ratio"] - 1) < 1e-6
+    assert low["train/rollout_prob_diff_max"] > 1e-6 and low["rollout_corr/k3_kl"] > 1e-8
+    assert abs(low["rollout_corr/ppl_ratio"] - 1) > 1e-6
+    assert low["rollout_corr/k3_kl"] > 1000 * exact["rollout_corr/k3_kl"]
     assert 0 < low["train/rollout_prob_diff_mean"] <= low["train/rollout_prob_diff_max"]
     # the same numbers on the console and in wandb (what the offline run wrote, read back)
     console = [line for line in capsys.readouterr().out.splitlines() if line.startswith("step 1: ")]
@@ -223,20 +515,47 @@ def wandb_history(path: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_corrections_reach_the_loss(tiny_assets, tmp_path):
-    """The engine in bfloat16 with a sequence bound of 1 +- 1e-6 on each row's ratio: every row is
-    rejected, so the step has no gradient; the same step without the bound has one."""
+@pytest.mark.parametrize("name", list(ENVIRONMENTS))
+def test_corrections_reach_the_loss(name, tiny_assets, tmp_path):
+    """The engine in bfloat16 with rollout_is=sequence logs verl's metrics under rollout_corr/ (Delethink's
+    per trajectory); adding a sequence bound of 1 +- 1e-6 on each trajectory's ratio rejects every one,
+    so the step has no gradient; the same step without the bound has one."""
     common = ("actor_rollout_ref.rollout.dtype=bfloat16", "algorithm.rollout_correction.rollout_is=sequence")
-    weighted = one_step("tiny_longcot", tiny_assets, tmp_path / "weighted", *common)
+    weighted = one_step(name, tiny_assets, tmp_path / "weighted", *common)
     rejected = one_step(
-        "tiny_longcot", tiny_assets, tmp_path / "rejected", *common,
+        name, tiny_assets, tmp_path / "rejected", *common,
         "algorithm.rollout_correction.rollout_rs=sequence",
         "algorithm.rollout_correction.rollout_rs_threshold=1.000001",
     )  # fmt: skip
+    logged = {key.removeprefix("rollout_corr/") for key in weighted if key.startswith("rollout_corr/")}
+    assert logged == set(OFFPOLICY + SEQUENCE_IS)
+    assert all(math.isfinite(weighted[f"rollout_corr/{key}"]) for key in logged)
     assert weighted["actor/grad_norm"] > 0 and weighted["actor/pg_loss"] != 0
-    assert "train/rollout_rejected_rows" not in weighted
-    assert rejected["train/rollout_rejected_rows"] == 1.0
+    assert "rollout_corr/rollout_rs_masked_fraction" not in weighted
+    assert rejected["rollout_corr/rollout_rs_seq_masked_fraction"] == 1.0
+    assert rejected["rollout_corr/rollout_rs_masked_fraction"] == 1.0
     assert rejected["actor/grad_norm"] == 0.0 and rejected["actor/pg_loss"] == 0.0
-    # bfloat16's per-row ratios sit within a few percent of 1
-    assert rejected["train/rollout_is_weight_mean"] == weighted["train/rollout_is_weight_mean"]
-    assert 0.9 < weighted["train/rollout_is_weight_mean"] < 1.1
+    # the same samples: the diagnostics do not depend on the rejection
+    assert rejected["rollout_corr/rollout_is_seq_mean"] == weighted["rollout_corr/rollout_is_seq_mean"]
+    # bfloat16's per-trajectory ratios sit within a few percent of 1
+    assert 0.9 < weighted["rollout_corr/rollout_is_seq_mean"] < 1.1
+
+
+@pytest.mark.slow
+def test_bypass_mode_trains_against_the_engines_log_probs(tiny_assets, tmp_path):
+    """One mini-batch, so the actor's ppo_kl is measured before its only optimizer step: against the
+    trainer's own old log-probs it is about 0, against the engine's (bypass) it is the mean of log
+    pi_rollout - log pi over the sampled tokens, which is what rollout_corr/kl reports without bypass. The
+    two runs sample the same trajectories (the same seeds). Tolerance: the trainer's log-probs of a token
+    come from two float32 forwards of the same weights (the old-log-prob pass and the update), which differ
+    only in the order kernels sum in (about 1e-7 relative on log-probs of magnitude up to ~10)."""
+    common = ("actor_rollout_ref.rollout.dtype=bfloat16", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+              "data.max_response_length=8")  # fmt: skip
+    decoupled = one_step("tiny_longcot", tiny_assets, tmp_path / "decoupled", *common)
+    bypass = one_step("tiny_longcot", tiny_assets, tmp_path / "bypass", *common,
+                      "algorithm.rollout_correction.bypass_mode=true")  # fmt: skip
+    assert bypass["train/thinking_tokens_mean"] == decoupled["train/thinking_tokens_mean"]
+    assert not [key for key in bypass if key.startswith(("rollout_corr/", "train/rollout_prob_diff"))]
+    assert abs(decoupled["actor/ppo_kl"]) < 1e-5
+    assert bypass["actor/ppo_kl"] == pytest.approx(decoupled["rollout_corr/kl"], abs=1e-5)
+    assert abs(bypass["actor/ppo_kl"]) > 1e-4  # the engine in bfloat16: far from the trainer's 0

@@ -17,6 +17,7 @@ from verl.core.trajectory import Trajectory, Turn
 from verl.models.tiny import build_model, build_tokenizer
 from verl.workers.actor.dp_actor import DataParallelPPOActor, response_logits
 from verl.workers.critic.dp_critic import DataParallelPPOCritic, response_values
+from verl.workers.data_parallel import mini_batch_denominators
 
 MODE = core_algos.TRAJECTORY_MEAN_MODE
 
@@ -55,6 +56,56 @@ def test_every_other_mode_ignores_the_trajectory_count(mode, expected):
         LOSS, MASK, mode, trace_lengths=TRACE_LENGTHS, norm_length=2, global_num_trajectories=2
     )
     assert float(loss) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        # the exact means 3.5 (above) and 2.375, x the mini-batch's 4 rows / 8
+        (MODE, 3.5 * 4 / 8),
+        ("seq-mean-token-mean", 2.375 * 4 / 8),
+        ("seq-mean-token-sum", 4 * 4 / 8),
+    ],
+)
+def test_the_loss_divisor_is_the_reference_implementations_scale(mode, expected):
+    """The reference multiplies each micro-batch's own mean (in the trace-length mode over trace lengths
+    times trajectories / rows) by its rows / its configured mini-batch size M (ppo_mini_batch_size x
+    rollout.n), and sums the micro-batches; loss_divisor_rows = M gives the same loss."""
+    rows, trajectories, divisor = 4, 2, 8
+    batch = {"responses": torch.zeros_like(MASK), "response_mask": MASK}
+
+    def denominators(loss_divisor_rows):
+        (out,) = mini_batch_denominators(
+            batch, [torch.arange(rows)], 2, rows / trajectories, loss_divisor_rows
+        )
+        return out
+
+    def ours(micro_batches, loss_divisor_rows=divisor):
+        return sum(
+            float(core_algos.agg_loss(LOSS[m], MASK[m], mode, trace_lengths=TRACE_LENGTHS[m],
+                                      **denominators(loss_divisor_rows)))
+            for m in micro_batches
+        )  # fmt: skip
+
+    def reference(micro_batches):
+        total = 0.0
+        for m in micro_batches:
+            sums = (LOSS[m] * MASK[m]).sum(dim=-1)
+            if mode == MODE:
+                per_row = sums / (TRACE_LENGTHS[m] * trajectories / rows)
+            elif mode == "seq-mean-token-mean":
+                # the padding row gives 0 (the reference deletes rows instead of padding)
+                per_row = sums / MASK[m].sum(dim=-1).clamp(min=1)
+            else:
+                per_row = sums
+            total += float(per_row.mean()) * len(m) / divisor
+        return total
+
+    for micro_batches in ([[0, 1], [2, 3]], [[0], [1], [2], [3]], [[0, 1, 2, 3]]):
+        assert ours(micro_batches) == pytest.approx(reference(micro_batches))
+        assert ours(micro_batches) == pytest.approx(expected)
+        # null: the exact mean, whatever the micro-batches
+        assert ours(micro_batches, None) == pytest.approx(expected * divisor / rows)
 
 
 def test_the_trajectory_count_must_be_positive():
@@ -98,10 +149,12 @@ def actor_batch(model) -> dict[str, torch.Tensor]:
     return batch
 
 
-def actor_update(model, batch, mode, ratio):
+def actor_update(model, batch, mode, ratio, loss_divisor_rows=None):
     """One update (lr 0) of a copy of `model`; its gradients and metrics."""
     m = copy.deepcopy(model)
-    config = ActorConfig(loss_agg_mode=mode, grad_clip=1e9, ppo_micro_batch_size_per_gpu=2)
+    config = ActorConfig(
+        loss_agg_mode=mode, grad_clip=1e9, ppo_micro_batch_size_per_gpu=2, loss_divisor_rows=loss_divisor_rows
+    )
     actor = DataParallelPPOActor(m, torch.optim.SGD(m.parameters(), lr=0.0), config, 1.0, norm_length=8)
     metrics = actor.update_policy(batch, num_mini_batches=1, correction_ratio=ratio)
     return {n: p.grad.clone() for n, p in m.named_parameters()}, metrics
@@ -153,6 +206,16 @@ def test_trace_length_actor_loss_is_the_mean_over_trajectories_of_their_token_me
     # the ratio is what makes it a mean over trajectories: without it the 9 rows are the denominator
     _, by_rows = actor_update(model, batch, MODE, 1.0)
     assert by_rows["actor/pg_loss"] == pytest.approx(metrics["actor/pg_loss"] / RATIO, rel=1e-5)
+
+
+def test_the_actor_scales_its_loss_by_a_mini_batchs_rows_over_the_divisor(model):
+    """loss_divisor_rows = 12 on the 9 rows: the trajectory mean x 9 / 12, its gradient too."""
+    batch = actor_batch(model)
+    grads, metrics = actor_update(model, batch, MODE, RATIO)
+    scaled_grads, scaled = actor_update(model, batch, MODE, RATIO, loss_divisor_rows=12)
+    assert scaled["actor/pg_loss"] == pytest.approx(metrics["actor/pg_loss"] * 9 / 12, rel=1e-6)
+    for name, grad in grads.items():
+        assert_close(scaled_grads[name], grad * 9 / 12)
 
 
 @pytest.fixture(scope="module")

@@ -95,6 +95,10 @@ class ActorConfig:
     # set by the environment; how per-token losses become one number (core_algos.LOSS_AGG_MODES;
     # seq-mean-token-sum-norm, Dr. GRPO's: a trajectory's token sum over the thinking budget)
     loss_agg_mode: str = "seq-mean-token-norm-trace-length"
+    # null: each mini-batch's loss is the exact mean its loss_agg_mode names (Delethink: over its
+    # trajectories); D: that mean x the mini-batch's rows / D, the reference implementation's scale, which
+    # divides by its configured mini-batch (ppo_mini_batch_size x rollout.n rows; docs/PAPER_CONFIGS.md)
+    loss_divisor_rows: int | None = None
     entropy_coeff: float = 0.0  # weight of the entropy bonus
     use_kl_loss: bool = False  # add a KL penalty to a frozen reference model
     kl_loss_coef: float = 0.001  # weight of that KL penalty
@@ -111,6 +115,8 @@ class ActorConfig:
             *positive("ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ppo_epochs", "clip_ratio_high",
                        "grad_clip", "ppo_max_token_len_per_gpu"),
             ("fixed_num_optim_steps", lambda v: v is None or v >= 1, "must be null or >= 1"),
+            ("loss_divisor_rows", lambda v: v is None or v >= 1,
+             "must be null (the exact mean) or the rows to divide each mini-batch's loss by (>= 1)"),
             ("clip_ratio_low", lambda v: 0 < v < 1, "must be in (0, 1): the lower clip bound is 1 - it"),
             ("clip_ratio_c", lambda v: v > 1, "must be > 1 (the dual-clip bound is above the clip)"),
             one_of("loss_agg_mode", core_algos.LOSS_AGG_MODES),

@@ -59,41 +59,53 @@ class KLControlConfig:
 @dataclass
 class RolloutCorrectionConfig:
     """algorithm.rollout_correction: corrections for the engine sampling from slightly other numbers than
-    the trainer computes, by verl's names and meanings (core/rollout_correction.py). A row's ratio is
-    pi_old / pi_rollout over its trained tokens (a row: LongCoT's trajectory, a Delethink chunk). The
-    token-level weight, TIS, is actor_rollout_ref.actor.tis_imp_ratio_cap."""
+    the trainer computes, by verl's names and meanings (core/rollout_correction.py). A trajectory's ratio
+    is pi_old / pi_rollout over all its trained tokens (Delethink: over every chunk), and a correction
+    weights or rejects the whole trajectory. The token-level weight, TIS, is
+    actor_rollout_ref.actor.tis_imp_ratio_cap."""
 
-    # sequence: weight each row's loss by its ratio (the product of its tokens'), capped at
+    # sequence: weight each trajectory's loss by its ratio (the product of its tokens'), capped at
     # rollout_is_threshold; null: off
     rollout_is: str | None = None
     rollout_is_threshold: float = 2.0  # the cap of the sequence weight (>= 1)
-    # sequence | geometric: a row whose ratio (sequence: the product; geometric: the geometric mean of its
-    # tokens' ratios) is outside [rollout_rs_threshold_lower, rollout_rs_threshold] is left out of the
-    # loss (weight 0); null: off
+    # sequence | geometric: a trajectory whose ratio (sequence: the product; geometric: the geometric mean
+    # of its tokens' ratios) is outside [rollout_rs_threshold_lower, rollout_rs_threshold] is rejected: its
+    # tokens leave the response mask before advantages and every loss; null: off
     rollout_rs: str | None = None
-    rollout_rs_threshold: float | None = None  # the upper bound of the row's ratio (> 1); set with rollout_rs
-    # the lower bound of the row's ratio, in (0, 1); null: 1 / rollout_rs_threshold
+    # the upper bound of the trajectory's ratio (> 1); set with rollout_rs
+    rollout_rs_threshold: float | None = None
+    # the lower bound of the trajectory's ratio, in (0, 1); null: 1 / rollout_rs_threshold
     rollout_rs_threshold_lower: float | None = None
-    # veto: a row with a token whose ratio is below this, in (0, 1), is left out of the loss; null: off
+    # veto: a trajectory with a token whose ratio is below this, in (0, 1), is rejected; null: off
     rollout_token_veto_threshold: float | None = None
+    # true: no old-log-prob pass; the engine's log-probs are the old ones, so PPO's ratio is
+    # pi / pi_rollout (verl's bypass mode, its ppo_clip loss); the corrections and rollout_corr/ metrics,
+    # which compare the two, are then off
+    bypass_mode: bool = False
 
     def problems(self, key: str) -> list[str]:
         in_unit = "must be null (off) or in (0, 1)"
         rejecting = self.rollout_rs in rollout_correction.RS_LEVELS[1:]
+        bypassed = (
+            "must be null with bypass_mode=true: the old log-probs are the engine's, so its ratios are 1"
+        )
         return broken(self, key, [
             ("rollout_is", lambda v: v in rollout_correction.IS_LEVELS,
              f"must be one of {list(rollout_correction.IS_LEVELS)} (the token-level weight is "
              "actor_rollout_ref.actor.tis_imp_ratio_cap)"),
             ("rollout_is_threshold", lambda v: v >= 1,
-             "must be >= 1: a cap below 1 would shrink the weight of rows the engine and trainer agree on"),
+             "must be >= 1: a cap below 1 would shrink the weight of trajectories the engine and trainer "
+             "agree on"),
             ("rollout_rs", lambda v: v in rollout_correction.RS_LEVELS,
              f"must be one of {list(rollout_correction.RS_LEVELS)}"),
             ("rollout_rs_threshold", lambda v: v is None or v > 1,
-             "must be null or > 1 (the upper bound of a row's ratio)"),
+             "must be null or > 1 (the upper bound of a trajectory's ratio)"),
             ("rollout_rs_threshold", lambda v: v is not None or not rejecting,
              f"must be set (> 1) with rollout_rs={self.rollout_rs!r}"),
             ("rollout_rs_threshold_lower", lambda v: v is None or 0 < v < 1, in_unit),
             ("rollout_token_veto_threshold", lambda v: v is None or 0 < v < 1, in_unit),
+            *[(name, lambda v: v is None or not self.bypass_mode, bypassed)
+              for name in ("rollout_is", "rollout_rs", "rollout_token_veto_threshold")],
         ])  # fmt: skip
 
 
@@ -117,7 +129,7 @@ class AlgorithmConfig:
     filter_overlong_trajectories: bool = False
     # read with agent loop delethink (core/delethink.py checks it)
     delethink: DelethinkConfig = field(default_factory=DelethinkConfig)
-    # sequence-level importance weights and row rejection against the rollout engine's log-probs
+    # trajectory-level importance weights and rejection against the rollout engine's log-probs
     rollout_correction: RolloutCorrectionConfig = field(default_factory=RolloutCorrectionConfig)
 
     def problems(self, key: str) -> list[str]:

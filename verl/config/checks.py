@@ -116,8 +116,14 @@ def cross_section_problems(c: PolicyIterationConfig) -> list[str]:
     check(
         correction.rollout_is is None or arr.actor.tis_imp_ratio_cap <= 0,
         "algorithm.rollout_correction.rollout_is",
-        f"weights rows by the same ratios that {actor}.tis_imp_ratio_cap={arr.actor.tis_imp_ratio_cap:g} "
-        "weights tokens by (TIS); use one of them",
+        f"weights trajectories by the same ratios that {actor}.tis_imp_ratio_cap="
+        f"{arr.actor.tis_imp_ratio_cap:g} weights tokens by (TIS); use one of them",
+    )
+    check(
+        not correction.bypass_mode or arr.actor.tis_imp_ratio_cap <= 0,
+        f"{actor}.tis_imp_ratio_cap",
+        "must be <= 0 (off) with algorithm.rollout_correction.bypass_mode=true: the old log-probs are "
+        "then the engine's, so every TIS ratio is 1",
     )
     # the delethink trainer's rows vary in number (and so do dynamic-batch rows): only ppo splits evenly
     mini_rows, world_size = mini_batch * arr.rollout.n, tr.world_size

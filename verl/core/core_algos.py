@@ -418,7 +418,7 @@ def compute_policy_loss(
     TIS runs when tis_imp_ratio_cap > 0 and rollout_log_prob is given: the rollout engine sampled from
     slightly different numbers than the trainer computes (kernels, precision), so each token's loss is
     reweighted by min(pi_old / pi_rollout, cap), detached. `row_weights` ([B], constants) multiply each
-    row's loss: the sequence-level corrections of core/rollout_correction.py.
+    row's loss: the trajectory weights of core/rollout_correction.py, one per row's trajectory.
     """
     if clip_ratio_c <= 1.0:
         raise ValueError(

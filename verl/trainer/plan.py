@@ -25,7 +25,9 @@ def describe_plan(config: PolicyIterationConfig) -> str:
         ("steps", f"{tr.total_training_steps}, validate every {tr.test_freq}, save every {tr.save_freq}"),
         ("batch", f"{data.train_batch_size} prompts x {rollout.n} samples = {trajectories} trajectories"),
         ("optimizer", f"{config.num_mini_batches} step(s) per batch, {actor.ppo_micro_batch_size_per_gpu} "
-                      f"rows per micro-batch, lr {actor.optim.lr:g}, loss {actor.loss_agg_mode}"),
+                      f"rows per micro-batch, lr {actor.optim.lr:g}, loss {actor.loss_agg_mode}"
+                      + ("" if actor.loss_divisor_rows is None
+                         else f" x a mini-batch's rows / {actor.loss_divisor_rows} (loss_divisor_rows)")),
     ]  # fmt: skip
     alg, critic = config.algorithm, config.critic
     advantages = alg.adv_estimator

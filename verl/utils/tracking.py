@@ -26,8 +26,8 @@ CONSOLE_KEYS = (
     # how far the engine's log-probs are from the trainer's (core/rollout_correction.py)
     "train/rollout_prob_diff_mean",
     "train/rollout_prob_diff_max",
-    "train/rollout_kl",
-    "train/rollout_ppl_ratio",
+    "rollout_corr/k3_kl",
+    "rollout_corr/ppl_ratio",
     "val/score_mean",
     "timing/step_s",
     "train/loss",  # SFT (main_sft)

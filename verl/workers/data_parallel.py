@@ -60,25 +60,32 @@ def mini_batch_denominators(
     mini_rows: list[torch.Tensor],
     norm_length: int,
     rows_per_trajectory: float = 1.0,
+    loss_divisor_rows: int | None = None,
 ) -> list[dict[str, float]]:
     """Each mini-batch's loss denominators over all ranks (its rows and response tokens, in one
     all-reduce), the norm length and its share of the step's trajectories (its rows over the step's
-    `rows_per_trajectory`), as `core_algos.agg_loss` takes them."""
+    `rows_per_trajectory`), as `core_algos.agg_loss` takes them. With `loss_divisor_rows` D every count
+    is scaled by D / its rows, so the loss is the exact mean x rows / D: the reference implementation
+    divides each mini-batch by the rows its config names, not the rows it holds."""
     totals = all_reduce(
         torch.tensor(
             [[len(rows), float(batch["response_mask"][rows].sum())] for rows in mini_rows],
             dtype=torch.float64, device=batch["responses"].device,
         )
     ).tolist()  # fmt: skip
-    return [
-        dict(
-            global_num_rows=max(rows, 1.0),
-            global_num_tokens=max(tokens, 1.0),
-            global_num_trajectories=max(rows, 1.0) / rows_per_trajectory,
-            norm_length=float(norm_length),
+    denominators = []
+    for rows, tokens in totals:
+        rows = max(rows, 1.0)
+        scale = 1.0 if loss_divisor_rows is None else loss_divisor_rows / rows
+        denominators.append(
+            dict(
+                global_num_rows=rows * scale,
+                global_num_tokens=max(tokens, 1.0) * scale,
+                global_num_trajectories=rows * scale / rows_per_trajectory,
+                norm_length=float(norm_length),
+            )
         )
-        for rows, tokens in totals
-    ]
+    return denominators
 
 
 def optimizer_step(

@@ -25,7 +25,7 @@ import shutil
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -251,8 +251,12 @@ class RayPPOTrainer:
         token_level = isinstance(advantages, TokenAdvantageInputs)
         outcome = [0.0] * len(trajectories) if token_level else advantages
         batch, correction_ratio, batch_metrics, layout = self.build_training_batch(trajectories, outcome)
+        bypass = cfg.algorithm.rollout_correction.bypass_mode
         t = time.perf_counter()
-        batch["old_log_probs"] = self.workers.compute_log_prob(batch)
+        # bypass: the engine's log-probs are the old ones, and PPO's ratio is pi / pi_rollout
+        batch["old_log_probs"] = (
+            batch["rollout_log_probs"] if bypass else self.workers.compute_log_prob(batch)
+        )
         if cfg.actor_rollout_ref.actor.use_kl_loss or cfg.algorithm.use_kl_in_reward:
             batch["ref_log_prob"] = self.workers.compute_ref_log_prob(batch)
         timing["timing/old_log_prob_s"] = time.perf_counter() - t
@@ -260,13 +264,7 @@ class RayPPOTrainer:
             t = time.perf_counter()
             batch["values"] = self.workers.compute_values(batch)
             timing["timing/values_s"] = time.perf_counter() - t
-        logps = (batch["old_log_probs"], batch["rollout_log_probs"], batch["response_mask"])
-        mismatch_metrics = rollout_correction.rollout_mismatch_metrics(*logps)
-        weights, correction_metrics = rollout_correction.row_weights(
-            *logps, **asdict(cfg.algorithm.rollout_correction)
-        )
-        if weights is not None:
-            batch["rollout_correction_weights"] = weights
+        correction_metrics = {} if bypass else self.correct_rollouts(batch, layout)
         advantage_metrics: dict[str, float] = {}
         if token_level:
             targets, advantage_metrics = self.token_advantages(batch, layout, advantages)
@@ -285,7 +283,6 @@ class RayPPOTrainer:
             timing["timing/update_critic_s"] = update_metrics.pop("timing/update_critic_s")
         metrics = {
             "train/batch_rows": float(batch["responses"].shape[0]),
-            **mismatch_metrics,
             **correction_metrics,
             **token_advantage_metrics(batch["advantages"], mask),
             **advantage_metrics,
@@ -293,6 +290,29 @@ class RayPPOTrainer:
             **update_metrics,
         }
         return metrics, per_trajectory.tolist()
+
+    def correct_rollouts(self, batch: dict[str, torch.Tensor], layout: TokenLayout) -> dict[str, float]:
+        """algorithm.rollout_correction on the trajectories (a Delethink trajectory's chunk rows laid end to
+        end): the weights go onto the rows, rejected trajectories leave the response mask (and with it the
+        advantages, every loss and its statistics, as in verl); returns the mismatch metrics."""
+        alg = self.config.algorithm.rollout_correction
+        old, rollout, mask = (
+            layout.to_trajectories(batch[key])
+            for key in ("old_log_probs", "rollout_log_probs", "response_mask")
+        )
+        correction = rollout_correction.correct(
+            old, rollout, mask, rollout_is=alg.rollout_is, rollout_is_threshold=alg.rollout_is_threshold,
+            rollout_rs=alg.rollout_rs, rollout_rs_threshold=alg.rollout_rs_threshold,
+            rollout_rs_threshold_lower=alg.rollout_rs_threshold_lower,
+            rollout_token_veto_threshold=alg.rollout_token_veto_threshold,
+        )  # fmt: skip
+        weights, batch["response_mask"] = rollout_correction.on_rows(
+            correction, batch["trajectory_index"], batch["response_mask"]
+        )
+        batch["advantages"] = batch["advantages"] * batch["response_mask"]
+        if weights is not None:
+            batch["rollout_correction_weights"] = weights
+        return {**rollout_correction.probability_difference_metrics(old, rollout, mask), **correction.metrics}
 
     def token_advantages(
         self, batch: dict[str, torch.Tensor], layout: TokenLayout, inputs: TokenAdvantageInputs

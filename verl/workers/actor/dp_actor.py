@@ -185,7 +185,9 @@ class DataParallelPPOActor:
             raise ValueError("update_policy got no rows: every rank needs at least one")
         mini_rows = mini_batch_rows(batch, num_mini_batches)
         device = batch["responses"].device
-        denominators_of = mini_batch_denominators(batch, mini_rows, self.norm_length, correction_ratio)
+        denominators_of = mini_batch_denominators(
+            batch, mini_rows, self.norm_length, correction_ratio, cfg.loss_divisor_rows
+        )
         dummy_row = select_rows(batch, slice(0, 1))  # input of zero-weight passes
         self.model.train()
         step_losses: list[dict[str, float]] = []  # this rank's share of each step's loss terms
