@@ -567,11 +567,48 @@ def test_step_errors_sorts_each_thinking_token_by_the_rule_that_decides_it():
     ]
 
 
+def test_the_first_weak_token_is_the_earliest_in_trace_order_below_the_bar():
+    neither = step_errors.KINDS[3]
+    counts = {
+        (2, "counter"): [50, 100],  # weak, but later in the trace than step 1's new digit
+        (1, neither): [80, 100],
+        (1, "counter"): [90, 100],  # at the bar: not weak
+        (0, "copy"): [100, 100],
+    }
+    assert step_errors.first_weak(counts) == (1, neither, 0.8)
+    assert step_errors.first_weak(counts, weak=0.5) is None  # 50 of 100 is not below one half
+    assert step_errors.where_it_goes_wrong(counts) == (
+        "its trace first goes wrong at step 1's new digit, neither is 0 (teacher-forced accuracy 0.80)"
+    )
+    assert "every kind of token at every step is right at least 0.9" in step_errors.where_it_goes_wrong(
+        {(0, "copy"): [95, 100]}
+    )
+
+
+def test_a_warm_start_that_missed_says_where_its_trace_goes_wrong(tiny_assets, tmp_path):
+    sft_dir = tmp_path / "sft"
+    fake_warm_start(sft_dir, 7, 0.8, [(250, 0.0), (500, 0.0)])
+    for path in (tiny_assets / "model").iterdir():  # an untrained model: wrong from the first token
+        (sft_dir / path.name).write_bytes(path.read_bytes())
+    config = OmegaConf.load(sft_dir / "sft_config.yaml")
+    config.task = {"name": "shift_register"}
+    config.eval.min_size, config.eval.max_size = 2, 3
+    OmegaConf.save(config, sft_dir / "sft_config.yaml")
+    result = subprocess.run(
+        [sys.executable, str(RECIPE / "warm_start.py"), str(sft_dir)], capture_output=True, text=True
+    )
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    missed = "below its target 0.8 (train.stop_at_accuracy); its trace first goes wrong at step 0's counter"
+    assert missed in result.stderr
+    assert f"(step_errors.py {sft_dir}): RL from it would have nothing to learn" in result.stderr
+
+
 def test_step_errors_runs_on_the_tiny_model(tiny_assets, capsys):
     model = str(tiny_assets / "model")
     step_errors.main([model, "--problems", "3", "--min-steps", "4", "--max-steps", "4", "--show", "2"])
     rows = capsys.readouterr().out.splitlines()
-    assert rows[0].endswith("3 problems of 4..4 steps") and len(rows) == 6  # title, header, rule, 0, 1, 2+
+    assert rows[0].endswith("3 problems of 4..4 steps") and len(rows) == 7  # title, header, rule, 0, 1, 2+
+    assert rows[6].startswith("its trace first goes wrong at step 0's counter")  # an untrained model
     assert rows[3].startswith("| 0 | ") and rows[3].count("(9)") == 1 and "(12)" in rows[3]
 
 

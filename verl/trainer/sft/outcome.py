@@ -30,8 +30,9 @@ class SFTOutcome:
     def curve(self) -> str:
         return ", ".join(f"{acc:.3f}@{step}" for step, acc in self.checks) or "no checks"
 
-    def verdict(self) -> str:
-        """One line: the curve and whether the target was reached."""
+    def verdict(self, diagnosis: str = "") -> str:
+        """One line: the curve and whether the target was reached; a missed target with `diagnosis` (what
+        the model gets wrong) too."""
         head = f"warm start (seed {self.seed}): {self.measure} {self.curve()}"
         if self.target is None:
             return f"{head}; {self.steps} steps, no target"
@@ -39,7 +40,8 @@ class SFTOutcome:
             return f"{head}; reached its target {self.target} in {self.steps} steps"
         return (
             f"{head}; it reached {self.best:.3f} in {self.steps} steps, below its target {self.target} "
-            "(train.stop_at_accuracy): RL from it would have nothing to learn, stopping here"
+            f"(train.stop_at_accuracy){'; ' + diagnosis if diagnosis else ''}: RL from it would have "
+            "nothing to learn, stopping here"
         )
 
 
