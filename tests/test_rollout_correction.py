@@ -240,3 +240,61 @@ def test_corrections_reach_the_loss(tiny_assets, tmp_path):
     # bfloat16's per-row ratios sit within a few percent of 1
     assert rejected["train/rollout_is_weight_mean"] == weighted["train/rollout_is_weight_mean"]
     assert 0.9 < weighted["train/rollout_is_weight_mean"] < 1.1
+
+
+@pytest.mark.slow
+def test_fractional_sequence_weights_scale_each_rows_loss_through_the_trainer(tiny_assets, tmp_path):
+    """The PPO trainer's update (LongCoT: a row is a trajectory) on two trajectories whose rollout
+    log-probs are set so that their sequence ratios are 0.5 and 0.25. One mini-batch, so the update's only
+    optimizer step sees the policy the old log-probs came from: the PPO ratio is 1 and token-mean's loss
+    is -sum_i w_i A_i n_i / sum_i n_i. Again from the same state with the weights doubled (1, 0.5): the loss
+    and the gradient double. Tolerance: the actor recomputes the log-probs in float32 with other padding
+    (about 1e-6 relative), and a rollout log-prob is stored in float32 (its weight exact to about 1e-6)."""
+    from transformers import AutoTokenizer
+
+    from verl.core.trajectory import Trajectory, Turn
+    from verl.single_controller.local_worker_group import LocalWorkerGroup
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    config = tiny_config(
+        "tiny_longcot", tiny_assets, tmp_path, ONE_PROCESS,
+        "algorithm.rollout_correction.rollout_is=sequence",
+        "actor_rollout_ref.actor.loss_agg_mode=token-mean", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+    )  # fmt: skip
+    lengths, advantages = (3, 5), [2.0, -1.0]
+    g = torch.Generator().manual_seed(0)
+
+    def tokens(n):
+        return torch.randint(3, 200, (n,), generator=g).tolist()
+
+    turns = [(tokens(4), tokens(n)) for n in lengths]  # (prompt, response)
+    workers = LocalWorkerGroup(config)
+    try:
+        trainer = RayPPOTrainer(
+            config, AutoTokenizer.from_pretrained(tiny_assets / "model"), [], [], None, workers
+        )
+        plain = [Trajectory([Turn(p, r, [0.0] * len(r), "length")]) for p, r in turns]
+        old = workers.compute_log_prob(trainer.build_training_batch(plain, advantages)[0])
+
+        def trajectories_weighted(weights):
+            """The rollout's log-probs equal the old ones but on the first token, off by log w."""
+            out = []
+            for row, ((p, r), w) in enumerate(zip(turns, weights, strict=True)):
+                rollout = old[row, : len(r)].tolist()
+                rollout[0] -= math.log(w)
+                out.append(Trajectory([Turn(p, r, rollout, "length")]))
+            return out
+
+        workers.save_checkpoint(str(tmp_path / "start"))
+        first, _ = trainer.update(trajectories_weighted([0.5, 0.25]), advantages, {})
+        workers.load_checkpoint(str(tmp_path / "start"))
+        doubled, _ = trainer.update(trajectories_weighted([1.0, 0.5]), advantages, {})
+    finally:
+        workers.shutdown()
+    # rows: w A n = 0.5 x 2 x 3 = 3 and 0.25 x -1 x 5 = -1.25; the loss is -(3 - 1.25) / 8
+    assert first["train/rollout_is_weight_mean"] == pytest.approx(0.375, rel=1e-5)
+    assert first["actor/pg_loss"] == pytest.approx(-1.75 / 8, rel=1e-5)
+    assert doubled["train/rollout_is_weight_mean"] == pytest.approx(0.75, rel=1e-5)
+    assert doubled["actor/pg_loss"] == pytest.approx(-3.5 / 8, rel=1e-5)
+    assert first["actor/grad_norm"] > 0
+    assert doubled["actor/grad_norm"] == pytest.approx(2 * first["actor/grad_norm"], rel=1e-5)
