@@ -49,8 +49,8 @@ def test_sglang_without_the_package_is_refused(monkeypatch):
 def test_a_run_whose_retained_checkpoints_may_not_fit_starts_with_a_warning(
     tiny_assets, tmp_path, monkeypatch, capsys
 ):
-    """Two saves and room for one and a half checkpoints: the first fits, the two kept may not, so the
-    run warns and goes on. The free space is set rather than read: the disk's changes while other
+    """Two saves and room for one and a half checkpoints: the first fits, the second may not (one kept
+    while the next is written is two), so the run warns and goes on. The free space is set rather than read: the disk's changes while other
     processes write, which would decide whether the warning comes."""
     run_dir = tmp_path / "run"
     config = tiny_config(
@@ -66,7 +66,7 @@ def test_a_run_whose_retained_checkpoints_may_not_fit_starts_with_a_warning(
     assert err.count("disk warning: ") == 1
     assert (
         f"disk warning: the run may hold 2 checkpoints ({2 * size:,} bytes) at once in "
-        f"trainer.default_local_dir='{run_dir}', which has {free:,} bytes free; set "
-        "trainer.max_actor_ckpt_to_keep to at most 1, or free space there\n"
+        f"trainer.default_local_dir='{run_dir}', which has {free:,} bytes free; not even "
+        "trainer.max_actor_ckpt_to_keep=1 fits (one kept while the next is written): free space there\n"
     ) in err
     assert [m["step"] for m in read_jsonl(run_dir / "metrics.jsonl")] == [1, 2]  # a warning, not a refusal
