@@ -109,6 +109,44 @@ def test_row_weights_combine_the_corrections_and_report_them():
     assert weights.tolist() == [1.0, 0.0] and metrics == {"train/rollout_rejected_rows": 0.5}
 
 
+def test_bounds_are_inclusive_and_a_geometric_mean_divides_by_the_rows_tokens():
+    # one token each: ratios 2 (0.5 / 0.25) and 0.5 (0.25 / 0.5); a padding row without tokens
+    old = torch.tensor([[0.5, 0.1], [0.25, 0.1], [0.3, 0.3]], dtype=torch.float64).log()
+    rollout = torch.tensor([[0.25, 0.1], [0.5, 0.1], [0.3, 0.3]], dtype=torch.float64).log()
+    mask = torch.tensor([[1, 0], [1, 0], [0, 0]])
+    log_r = token_log_ratios(old, rollout, mask)
+
+    def rejected(*args):
+        return rejected_rows(log_r, mask, *args).tolist()
+
+    assert rejected("sequence", 2.0, None, None) == [False, False, False]  # 2 and 1 / 2 sit on the bounds
+    assert rejected("sequence", 1.99, None, None) == [True, True, False]
+    # geometric over one token is the token's ratio
+    assert rejected("geometric", 1.5, 0.4, None) == [True, False, False]
+    assert rejected(None, None, None, 0.5) == [False, False, False]  # a token at the veto stays
+    assert rejected(None, None, None, 0.51) == [False, True, False]
+
+
+def test_correction_errors_name_what_is_wrong():
+    with pytest.raises(ValueError, match=r"^rollout_is='token': expected one of \(None, 'sequence'\)$"):
+        row_weights(OLD, ROLLOUT, MASK, rollout_is="token")
+    log_r = token_log_ratios(OLD, ROLLOUT, MASK)
+    for level, upper in (("token", 2.0), ("sequence", None)):
+        with pytest.raises(
+            ValueError,
+            match=rf"^rollout_rs='{level}' needs one of \('sequence', 'geometric'\) and an upper bound$",
+        ):
+            rejected_rows(log_r, MASK, level, upper, None, None)
+    with pytest.raises(
+        ValueError, match=r"^expected three equal \[rows, T\] shapes, got \(2, 3\), \(2, 2\), \(2, 3\)$"
+    ):
+        token_log_ratios(OLD, ROLLOUT[:, :2], MASK)
+    with pytest.raises(
+        ValueError, match=r"^expected three equal \[rows, T\] shapes, got \(3,\), \(3,\), \(3,\)$"
+    ):
+        token_log_ratios(OLD[0], ROLLOUT[0], MASK[0])
+
+
 def test_correction_keys_are_checked(tiny_assets, tmp_path):
     key = "algorithm.rollout_correction"
     cases = {
