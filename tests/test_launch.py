@@ -50,8 +50,8 @@ def test_a_run_whose_retained_checkpoints_may_not_fit_starts_with_a_warning(
     tiny_assets, tmp_path, monkeypatch, capsys
 ):
     """Two saves and room for one and a half checkpoints: the first fits, the second may not (one kept
-    while the next is written is two), so the run warns and goes on. The free space is set rather than read: the disk's changes while other
-    processes write, which would decide whether the warning comes."""
+    while the next is written is two), so the run warns and goes on. The free space is set rather than
+    read: the disk's changes while other processes write, which would decide whether the warning comes."""
     run_dir = tmp_path / "run"
     config = tiny_config(
         "tiny_longcot", tiny_assets, run_dir, "data.max_response_length=8", ONE_PROCESS,
