@@ -13,6 +13,8 @@ diffs) and prints a summary; exits 1 when a survivor is neither killed nor named
 
   python benchmarks/mutants.py                          # every module, from scratch
   python benchmarks/mutants.py --modules verl.core.trimmers --keep
+  python benchmarks/mutants.py --report                 # the results in mutants/ again (after a new
+                                                        # entry in mutants_equivalent.json)
 """
 
 from __future__ import annotations
@@ -109,16 +111,17 @@ def main() -> None:
         "--modules", nargs="*", help="run these dotted module names only (default: every one)"
     )
     parser.add_argument("--keep", action="store_true", help="keep mutants/: its test map and earlier results")
+    parser.add_argument("--report", action="store_true", help="run nothing: report the results in mutants/")
     args = parser.parse_args()
     os.chdir(REPO)  # mutmut works in the repository root
     from mutmut.configuration import config
 
     cfg = config()  # pyproject.toml's [tool.mutmut], read from the working directory
     targets = target_modules(cfg.only_mutate)
-    if not args.keep:
+    if not (args.keep or args.report):
         shutil.rmtree(REPO / "mutants", ignore_errors=True)
     wall = {}
-    for module in args.modules or targets:
+    for module in [] if args.report else args.modules or targets:
         # the first run writes every target's mutants; a module with none is not run (it would run every test)
         if (REPO / "mutants").is_dir() and not exit_codes(module):
             continue

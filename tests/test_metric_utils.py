@@ -28,6 +28,8 @@ def test_majority_vote():
     # a tie goes to the answer seen first
     assert majority_vote_score(["8", "7", "7", "8"], [1.0, 0.0, 0.0, 1.0]) == 1.0
     assert majority_vote_score([None, None], [0.0, 0.0]) == 0.0
+    # the majority is not the first answer seen
+    assert majority_vote_score([None, "7", "8", "8"], [0.0, 0.0, 1.0, 1.0]) == 1.0
 
 
 def test_problem_metrics():
