@@ -7,9 +7,10 @@ survives. Each survivor needs a test that kills it, or a line in benchmarks/muta
 saying why no test can: the mutant changes nothing observable (its mutated line is stored with it, so
 an entry that no longer names the same change counts as a survivor again).
 
-One worker process, module by module (the machine is shared). Writes docs/results/mutants.json
-(per module: mutants, killed, timed out, equivalent, survived, killed share; the survivors with their
-diffs) and prints a summary; exits 1 when a survivor is neither killed nor named equivalent.
+One worker process, module by module (the machine is shared). Writes docs/results/mutants.json (per
+module: mutants, killed (a failing test, a crash or a hang), equivalent, survived, not run, the killed
+share of the mutants less the equivalent and the not run ones; the survivors with their diffs) and
+prints a summary; exits 1 while a mutant survives or was not run.
 
   python benchmarks/mutants.py                          # every module, from scratch
   python benchmarks/mutants.py --modules verl.core.trimmers --keep
