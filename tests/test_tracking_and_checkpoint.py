@@ -217,3 +217,37 @@ def test_prune_clears_what_a_crash_mid_deletion_left(tmp_path):
     leftover.mkdir()
     assert checkpoint.prune(tmp_path, 1, [], keep_actor=1, keep_critic=1, keep_every=None) == []
     assert not leftover.exists() and (tmp_path / "global_step_1" / "critic").is_dir()
+
+
+def test_newest_first_counts_steps_as_numbers(tmp_path):
+    for step in (9, 10, 2):
+        commit(tmp_path, step)
+    assert [checkpoint.step_of(p) for p in checkpoint.step_dirs(tmp_path)] == [10, 9, 2]
+
+
+def test_a_run_with_a_critic_resumes_only_from_a_checkpoint_that_has_one(tmp_path):
+    commit(tmp_path, 2, ("actor", "critic"))
+    commit(tmp_path, 4)  # the pointer names it; it has no critic
+    path, notes = checkpoint.find_resume(tmp_path, "auto", None, needs_critic=True)
+    missing = "critic/state.pt, critic/huggingface/config.json missing"
+    assert path == tmp_path / "global_step_2"
+    assert notes == [
+        f"{checkpoint.LATEST_FILE} names a checkpoint that cannot be resumed from ({missing})",
+        f"skipped global_step_4: {missing}",
+        "resuming from global_step_2, the newest complete checkpoint",
+    ]
+
+
+def test_a_run_without_any_checkpoint_is_refused_without_notes(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text("{")  # a crash while the first line was written: a run
+    with pytest.raises(checkpoint.ResumeError) as refused:
+        checkpoint.find_resume(tmp_path, "auto", None)
+    assert str(refused.value).startswith(
+        f"trainer.default_local_dir='{tmp_path}' holds a run but no complete checkpoint. Starting over"
+    )
+
+
+def test_error_summary_keeps_the_message_whole():
+    # two lines: the last says what it was; one line keeps its last character, whatever it is
+    assert checkpoint.error_summary(RuntimeError("remote traceback\nOSError: disk X")) == "OSError: disk X"
+    assert checkpoint.error_summary(OSError("cannot write X")) == "OSError: cannot write X"
