@@ -90,6 +90,8 @@ def test_a_temp_directory_left_by_a_crashed_save_is_emptied_for_the_next(tmp_pat
     (stale / "half_written").write_text("x")
     again = checkpoint.temp_step_dir(tmp_path, 3)
     assert again == tmp_path / ".global_step_3.tmp" and list(again.iterdir()) == []
+    # a run's first save makes its directory
+    assert checkpoint.temp_step_dir(tmp_path / "new_run", 1).is_dir()
 
 
 def test_a_commit_outside_the_main_thread_leaves_signals_alone(tmp_path):
