@@ -456,6 +456,45 @@ def python_without_the_project(tmp_path_factory) -> Path:
     return venv / "bin" / "python"
 
 
+def test_without_PYTHON_a_script_runs_the_checkouts_venv_else_python_on_path(
+    tmp_path, python_without_the_project
+):
+    """`make install` leaves .venv/bin/python in the checkout, and a script run with PYTHON unset uses it;
+    without it, `python` on PATH. In a copy of examples/, a script that starts as every script does (from
+    the checkout root, sourcing python_env.sh) and prints the interpreter it got; .venv/bin/python runs
+    this interpreter, and the `python` on PATH one without the project."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO / "examples", checkout / "examples")
+    script = checkout / "examples" / "which_python.sh"
+    script.write_text(
+        'cd "$(dirname "$0")/.."\nsource examples/python_env.sh\n'
+        '"$PYTHON" -c "import sys; print(sys.argv[1])" "$PYTHON"\n'
+    )
+    venv_python = checkout / ".venv" / "bin" / "python"
+    path_python = tmp_path / "path" / "python"
+    for wrapper, python in ((venv_python, sys.executable), (path_python, python_without_the_project)):
+        wrapper.parent.mkdir(parents=True)
+        wrapper.write_text(f'#!/bin/sh\nexec {python} "$@"\n')
+        wrapper.chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHON"}
+    env["PATH"] = f"{path_python.parent}:{env['PATH']}"
+
+    def run_script():
+        return subprocess.run(
+            ["bash", str(script)], cwd="/", env=env, capture_output=True, text=True, timeout=60
+        )
+
+    done = run_script()
+    assert (done.returncode, done.stdout) == (0, ".venv/bin/python\n"), done.stderr
+    shutil.rmtree(checkout / ".venv")
+    done = run_script()
+    assert done.returncode == 2 and done.stderr.startswith("PYTHON=python cannot import torch"), done.stderr
+    # PYTHON, when set, wins over both
+    done = subprocess.run(["bash", str(script)], cwd="/", env={**env, "PYTHON": sys.executable},
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, f"{sys.executable}\n"), done.stderr
+
+
 @pytest.mark.parametrize("script", scripts_that_run_python(), ids=lambda s: str(s.relative_to(REPO)))
 def test_a_python_without_the_project_stops_a_script_with_one_line(script, python_without_the_project):
     """Run from another directory: the check must not count the checkout's verl/ as installed."""

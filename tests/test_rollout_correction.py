@@ -559,3 +559,98 @@ def test_bypass_mode_trains_against_the_engines_log_probs(tiny_assets, tmp_path)
     assert abs(decoupled["actor/ppo_kl"]) < 1e-5
     assert bypass["actor/ppo_kl"] == pytest.approx(decoupled["rollout_corr/kl"], abs=1e-5)
     assert abs(bypass["actor/ppo_kl"]) > 1e-4  # the engine in bfloat16: far from the trainer's 0
+
+
+def test_bounds_are_inclusive_and_a_geometric_mean_divides_by_the_sequences_tokens():
+    # one token each: ratios 2 (0.5 / 0.25) and 0.5 (0.25 / 0.5); a padding row without tokens
+    old = torch.tensor([[0.5, 0.1], [0.25, 0.1], [0.3, 0.3]], dtype=torch.float64).log()
+    rollout = torch.tensor([[0.25, 0.1], [0.5, 0.1], [0.3, 0.3]], dtype=torch.float64).log()
+    mask = torch.tensor([[1, 0], [1, 0], [0, 0]])
+
+    def rejected(**bounds):
+        return correct(old, rollout, mask, **bounds).rejected.tolist()
+
+    # 2 and 1 / 2 sit on the bounds
+    assert rejected(rollout_rs="sequence", rollout_rs_threshold=2.0) == [False, False, False]
+    assert rejected(rollout_rs="sequence", rollout_rs_threshold=1.99) == [True, True, False]
+    # geometric over one token is the token's ratio
+    assert rejected(rollout_rs="geometric", rollout_rs_threshold=1.5, rollout_rs_threshold_lower=0.4) == [
+        True, False, False
+    ]  # fmt: skip
+    assert rejected(rollout_token_veto_threshold=0.5) == [False, False, False]  # a token at the veto stays
+    assert rejected(rollout_token_veto_threshold=0.51) == [False, True, False]
+
+
+def test_correction_errors_name_what_is_wrong():
+    with pytest.raises(ValueError, match=r"^rollout_is='token': expected one of \(None, 'sequence'\)$"):
+        correct(OLD, ROLLOUT, MASK, rollout_is="token")
+    with pytest.raises(
+        ValueError, match=r"^rollout_rs='token': expected one of \['sequence', 'geometric'\]$"
+    ):
+        correct(OLD, ROLLOUT, MASK, rollout_rs="token", rollout_rs_threshold=2.0)
+    with pytest.raises(
+        ValueError, match=r"^rollout_rs='sequence' needs rollout_rs_threshold \(its upper bound\)$"
+    ):
+        correct(OLD, ROLLOUT, MASK, rollout_rs="sequence")
+    with pytest.raises(
+        ValueError, match=r"^expected three equal \[sequences, T\] shapes, got \(2, 3\), \(2, 2\), \(2, 3\)$"
+    ):
+        correct(OLD, ROLLOUT[:, :2], MASK)
+
+
+@pytest.mark.slow
+def test_fractional_sequence_weights_scale_each_rows_loss_through_the_trainer(tiny_assets, tmp_path):
+    """The PPO trainer's update (LongCoT: a row is a trajectory) on two trajectories whose rollout
+    log-probs are set so that their sequence ratios are 0.5 and 0.25. One mini-batch, so the update's only
+    optimizer step sees the policy the old log-probs came from: the PPO ratio is 1 and token-mean's loss
+    is -sum_i w_i A_i n_i / sum_i n_i. Again from the same state with the weights doubled (1, 0.5): the loss
+    and the gradient double. Tolerance: the actor recomputes the log-probs in float32 with other padding
+    (about 1e-6 relative), and a rollout log-prob is stored in float32 (its weight exact to about 1e-6)."""
+    from transformers import AutoTokenizer
+
+    from verl.core.trajectory import Trajectory, Turn
+    from verl.single_controller.local_worker_group import LocalWorkerGroup
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    config = tiny_config(
+        "tiny_longcot", tiny_assets, tmp_path, ONE_PROCESS,
+        "algorithm.rollout_correction.rollout_is=sequence",
+        "actor_rollout_ref.actor.loss_agg_mode=token-mean", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+    )  # fmt: skip
+    lengths, advantages = (3, 5), [2.0, -1.0]
+    g = torch.Generator().manual_seed(0)
+
+    def tokens(n):
+        return torch.randint(3, 200, (n,), generator=g).tolist()
+
+    turns = [(tokens(4), tokens(n)) for n in lengths]  # (prompt, response)
+    workers = LocalWorkerGroup(config)
+    try:
+        trainer = RayPPOTrainer(
+            config, AutoTokenizer.from_pretrained(tiny_assets / "model"), [], [], None, workers
+        )
+        plain = [Trajectory([Turn(p, r, [0.0] * len(r), "length")]) for p, r in turns]
+        old = workers.compute_log_prob(trainer.build_training_batch(plain, advantages)[0])
+
+        def trajectories_weighted(weights):
+            """The rollout's log-probs equal the old ones but on the first token, off by log w."""
+            out = []
+            for row, ((p, r), w) in enumerate(zip(turns, weights, strict=True)):
+                rollout = old[row, : len(r)].tolist()
+                rollout[0] -= math.log(w)
+                out.append(Trajectory([Turn(p, r, rollout, "length")]))
+            return out
+
+        workers.save_checkpoint(str(tmp_path / "start"))
+        first, _ = trainer.update(trajectories_weighted([0.5, 0.25]), advantages, {})
+        workers.load_checkpoint(str(tmp_path / "start"))
+        doubled, _ = trainer.update(trajectories_weighted([1.0, 0.5]), advantages, {})
+    finally:
+        workers.shutdown()
+    # rows: w A n = 0.5 x 2 x 3 = 3 and 0.25 x -1 x 5 = -1.25; the loss is -(3 - 1.25) / 8
+    assert first["rollout_corr/rollout_is_seq_mean"] == pytest.approx(0.375, rel=1e-5)
+    assert first["actor/pg_loss"] == pytest.approx(-1.75 / 8, rel=1e-5)
+    assert doubled["rollout_corr/rollout_is_seq_mean"] == pytest.approx(0.75, rel=1e-5)
+    assert doubled["actor/pg_loss"] == pytest.approx(-3.5 / 8, rel=1e-5)
+    assert first["actor/grad_norm"] > 0
+    assert doubled["actor/grad_norm"] == pytest.approx(2 * first["actor/grad_norm"], rel=1e-5)
