@@ -1,11 +1,12 @@
 """The data-parallel worker group: how work is split over ranks, and that 2 ranks (two Ray actor
-processes, FSDP2 over gloo) train exactly like 1 rank and can stop and resume."""
+processes, FSDP2 over gloo) train like 1 rank, up to float rounding, and can stop and resume."""
 
 import pytest
 import torch
 from transformers import AutoTokenizer
 
 from tests.e2e_utils import DELETHINK, tiny_config
+from tests.tolerances import assert_forward_close, assert_same_adam_steps, metric_approx
 from verl.core.batch import collate_rows, trajectory_rows
 from verl.core.engine import SamplingParams
 from verl.core.trajectory import PromptItem
@@ -64,7 +65,10 @@ def _one_update(cfg, batch_source=None):
         group.shutdown()
 
 
-def test_two_ranks_update_exactly_like_one(tiny_assets, ray_session, tmp_path):
+@pytest.mark.compares_runs
+def test_two_ranks_update_like_one(tiny_assets, ray_session, tmp_path):
+    """Two ranks sum each gradient in another order than one rank: everything agrees up to rounding
+    (tests/tolerances.py), the weights as AdamW's steps allow."""
     one = tiny_config("tiny_delethink", tiny_assets, tmp_path / "one", *DELETHINK)
     two = tiny_config(
         "tiny_delethink", tiny_assets, tmp_path / "two", *DELETHINK, "trainer.n_gpus_per_node=2"
@@ -72,12 +76,13 @@ def test_two_ranks_update_exactly_like_one(tiny_assets, ray_session, tmp_path):
     batch, old_1, metrics_1, weights_1 = _one_update(one)
     assert batch["responses"].shape[0] >= 4
     _, old_2, metrics_2, weights_2 = _one_update(two, batch)
-    torch.testing.assert_close(old_2, old_1, atol=1e-5, rtol=0)
+    assert_forward_close(old_2, old_1)
     for key in ("actor/pg_loss", "actor/grad_norm"):
-        assert metrics_2[key] == pytest.approx(metrics_1[key], abs=1e-5), key
+        assert metrics_2[key] == metric_approx(metrics_1[key]), key
     assert metrics_1["actor/grad_norm"] > 0
-    for name, value in weights_1.items():
-        torch.testing.assert_close(weights_2[name], value, atol=1e-5, rtol=0, msg=name)
+    # one AdamW step per mini-batch
+    optim = one.actor_rollout_ref.actor.optim
+    assert_same_adam_steps(weights_2, weights_1, lr=optim.lr, steps=2, betas=tuple(optim.betas))
 
 
 def test_two_rank_run_trains_and_resumes(tiny_assets, ray_session, tmp_path):
