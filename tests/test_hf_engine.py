@@ -7,6 +7,7 @@ import pytest
 import torch
 import transformers
 
+from tests.e2e_utils import HANG_S
 from tests.tolerances import assert_forward_close
 from verl.core.engine import SamplingParams
 from verl.tools.cost_model import qwen2_dims, sequence_cost
@@ -751,7 +752,7 @@ def test_decode_error_reaches_every_waiting_request():
 
     async def main():
         coros = (engine.generate(p, s) for p, s in requests)
-        return await asyncio.wait_for(asyncio.gather(*coros, return_exceptions=True), timeout=20)
+        return await asyncio.wait_for(asyncio.gather(*coros, return_exceptions=True), timeout=HANG_S)
 
     results = asyncio.run(main())
     assert len(results) == 4
@@ -791,7 +792,7 @@ def test_engine_refuses_a_second_event_loop_while_the_first_is_mid_decode():
     stalled.run_until_complete(start_decoding())  # the loop then stops mid-decode, its worker suspended
     second_request = engine.generate(make_prompt(5), SamplingParams(max_new_tokens=5))
     with pytest.raises(RuntimeError, match="another event loop"):  # rather than wait forever
-        asyncio.run(asyncio.wait_for(second_request, timeout=10))
+        asyncio.run(asyncio.wait_for(second_request, timeout=HANG_S))
     leftovers = asyncio.all_tasks(stalled)
     for task in leftovers:
         task.cancel()

@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tests.e2e_utils import DELETHINK, asset_paths, tiny_config
+from tests.e2e_utils import DELETHINK, HANG_S, asset_paths, tiny_config
 from verl.single_controller.worker_group import cpu_threads_per_rank
 from verl.trainer.launch import run
 from verl.trainer.resume import config_differences
@@ -54,7 +54,7 @@ def test_local_run_equals_the_ray_run_and_imports_no_ray(name, tiny_assets, ray_
         [sys.executable, "-c", LOCAL_RUN, json.dumps(
             [name, str(tiny_assets), str(tmp_path / "local"), [*overrides, "trainer.launcher=local"]]
         )],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        cwd=REPO, capture_output=True, text=True, timeout=HANG_S,
         # the threads Ray gives the one rank: CPU kernels may split sums by thread
         env={**os.environ, "OMP_NUM_THREADS": str(cpu_threads_per_rank(1))},
     )  # fmt: skip
@@ -99,7 +99,7 @@ def entry_point(assets, tmp_path: Path, *overrides: str) -> subprocess.Completed
         [sys.executable, "-m", "verl.trainer.main_policy_iteration", "--config-name=tiny_longcot",
          *asset_paths(assets), f"hydra.run.dir={tmp_path / 'hydra'}", "hydra.output_subdir=null",
          f"trainer.default_local_dir={tmp_path / 'run'}", *overrides],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO, capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
 
 

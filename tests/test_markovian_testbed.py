@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from tests.e2e_utils import HANG_S
 from verl.data import shift_register as sr
 from verl.eval import paired
 
@@ -294,7 +295,7 @@ def run_recipe(tmp_path: Path, *overrides: str, **env: str) -> subprocess.Comple
     env = {**os.environ, "SIZE": "smoke", "OUT": str(tmp_path / "out"), "PYTHON": sys.executable, **env}
     command = ["bash", str(RECIPE / "run.sh"), "trainer.logger=[console,jsonl]", "trainer.launcher=local"]
     return subprocess.run(
-        [*command, *overrides], cwd=REPO, env=env, capture_output=True, text=True, timeout=1200
+        [*command, *overrides], cwd=REPO, env=env, capture_output=True, text=True, timeout=HANG_S
     )
 
 

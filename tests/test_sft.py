@@ -16,6 +16,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from tests.e2e_utils import HANG_S
 from tests.tolerances import FORWARD_ULPS, assert_gradients_close, metric_approx
 from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.config import ConfigError
@@ -417,7 +418,7 @@ def run_cli(*overrides: str) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "verl.trainer.main_sft", *overrides],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
 
 

@@ -21,6 +21,7 @@ from peft import PeftModel
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
+from tests.e2e_utils import HANG_S
 from tests.test_sft import ReplayEngine
 from tests.tolerances import (
     assert_forward_close,
@@ -210,7 +211,7 @@ def test_bad_input_stops_the_cli_before_training_with_exit_code_2(files, tmp_pat
     cli = [sys.executable, "-m", "verl.trainer.main_sft", "--config-name=sft", f"model.path={files / 'init'}",
            f"output_dir={tmp_path / 'out'}", f"trainer.default_local_dir={tmp_path / 'run'}"]  # fmt: skip
     result = subprocess.run(
-        [*cli, f"data.train_files={tmp_path / 't.jsonl'}"], capture_output=True, text=True, timeout=120
+        [*cli, f"data.train_files={tmp_path / 't.jsonl'}"], capture_output=True, text=True, timeout=HANG_S
     )
     assert result.returncode == 2
     assert result.stderr.startswith(
@@ -291,7 +292,7 @@ def test_two_ranks_take_the_steps_of_one_process(files, tmp_path, keep_threads):
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     result = subprocess.run(
         [*torchrun, "-m", "verl.trainer.main_sft", "--config-name=sft", *common, *two],
-        capture_output=True, text=True, timeout=240,
+        capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
 
