@@ -421,7 +421,7 @@ def test_sigterm_stops_a_run_cleanly_leaving_checkpoint_and_metrics(launcher, ti
             [sys.executable, "-c", RUN_TINY_LONGCOT, *overrides], cwd=REPO, stderr=stderr_file
         )
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + HANG_S
         while (
             not (run_dir / "global_step_1").is_dir() and time.monotonic() < deadline and proc.poll() is None
         ):

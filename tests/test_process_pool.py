@@ -8,6 +8,7 @@ import time
 import psutil
 import pytest
 
+from tests.e2e_utils import HANG_S
 from verl.config import ConfigError, compose_config
 from verl.data.tasks import normalise_answer, read_task_rows
 from verl.trainer.config_loader import load_config
@@ -47,7 +48,7 @@ def test_a_pathological_answer_does_not_delay_well_formed_ones(pool_of_two):
     thread = threading.Thread(target=score_pathological)
     thread.start()
     # it has a process once one of them burns CPU (a safety net against a hang, not a measurement)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + HANG_S
     while not (busy := [pid for pid in before if cpu_seconds(pid) - before[pid] > 0.3]):
         assert time.monotonic() < deadline
         time.sleep(0.05)
@@ -89,9 +90,9 @@ def test_results_equal_one_process_on_real_answers():
     truths = answers[:-1] + answers[1:]
     try:
         math_verify.set_pool_size(1)
-        one = compute_scores(solutions * 2, truths, timeout_s=30.0)  # generous: a loaded box is slow
+        one = compute_scores(solutions * 2, truths, timeout_s=HANG_S)  # a safety net: real answers finish
         math_verify.set_pool_size(4)
-        pooled = compute_scores(solutions * 2, truths, timeout_s=30.0)
+        pooled = compute_scores(solutions * 2, truths, timeout_s=HANG_S)
     finally:
         math_verify.set_pool_size(None)
     assert pooled == one
