@@ -306,7 +306,8 @@ def test_accuracy_checks_in_both_inference_modes_stop_on_the_lower(tmp_path, tar
     save_tiny(tmp_path / "init")
     result = run_cli(
         f"model.path={tmp_path / 'init'}", f"output_dir={tmp_path / 'sft'}", "train.steps=2",
-        "train.warmup_steps=1", f"train.stop_at_accuracy={target}", "train.check_every=1",
+        "train.batch_size=8", "train.warmup_steps=1", f"train.stop_at_accuracy={target}",
+        "train.check_every=1",
         "eval.num_problems=6", "eval.max_new_tokens=16", "eval.delethink_chunks=2",
         "task.continuation.chunk_size=8", "task.continuation.keep_head=2", "task.continuation.keep_tail=2",
     )  # fmt: skip
@@ -438,6 +439,7 @@ def test_cli_writes_a_loadable_checkpoint(tmp_path):
         f"model.path={tmp_path / 'init'}",
         f"output_dir={tmp_path / 'sft'}",
         "train.steps=3",
+        "train.batch_size=8",
         "train.warmup_steps=1",
         "train.stop_at_accuracy=null",
         "eval.num_problems=9",

@@ -5,11 +5,12 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from tests.e2e_utils import DELETHINK, tiny_config
+from tests.e2e_utils import DELETHINK, ONE_PROCESS, tiny_config
 from tests.tolerances import assert_forward_close, assert_same_adam_steps, metric_approx
 from verl.core.batch import collate_rows, trajectory_rows
 from verl.core.engine import SamplingParams
 from verl.core.trajectory import PromptItem
+from verl.single_controller.local_worker_group import LocalWorkerGroup
 from verl.single_controller.sharded_group import contiguous_shards, update_shard_indices
 from verl.single_controller.worker_group import ActorRolloutWorkerGroup, cpu_threads_per_rank
 from verl.trainer.launch import run
@@ -41,8 +42,9 @@ def test_a_cpu_rank_takes_its_share_of_the_cores_capped_by_omp_num_threads(monke
 
 
 def _one_update(cfg, batch_source=None):
-    """Sample (or reuse) a batch, then one PPO update; returns the batch, old log-probs, metrics, weights."""
-    group = ActorRolloutWorkerGroup(cfg)
+    """Sample (or reuse) a batch, then one PPO update; returns the batch, old log-probs, metrics, weights.
+    One rank runs in this process (ONE_PROCESS: what a one-rank Ray run computes, bit for bit)."""
+    group = LocalWorkerGroup(cfg) if cfg.trainer.launcher == "local" else ActorRolloutWorkerGroup(cfg)
     try:
         if batch_source is None:
             tok = AutoTokenizer.from_pretrained(cfg.actor_rollout_ref.model.path)
@@ -69,7 +71,7 @@ def _one_update(cfg, batch_source=None):
 def test_two_ranks_update_like_one(tiny_assets, ray_session, tmp_path):
     """Two ranks sum each gradient in another order than one rank: everything agrees up to rounding
     (tests/tolerances.py), the weights as AdamW's steps allow."""
-    one = tiny_config("tiny_delethink", tiny_assets, tmp_path / "one", *DELETHINK)
+    one = tiny_config("tiny_delethink", tiny_assets, tmp_path / "one", *DELETHINK, ONE_PROCESS)
     two = tiny_config(
         "tiny_delethink", tiny_assets, tmp_path / "two", *DELETHINK, "trainer.n_gpus_per_node=2"
     )
@@ -107,11 +109,11 @@ def test_two_rank_run_trains_and_resumes(tiny_assets, ray_session, tmp_path):
     assert (run_dir / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
 
 
-def test_bf16_mixed_precision_with_gradient_checkpointing_trains(tiny_assets, ray_session, tmp_path):
+def test_bf16_mixed_precision_with_gradient_checkpointing_trains(tiny_assets, tmp_path):
     """FSDP2's mixed-precision policy computes in bf16 (on CPU too) while the sharded parameters and
     the optimizer stay fp32; activation recomputation changes memory, not the update."""
     cfg = tiny_config(
-        "tiny_delethink", tiny_assets, tmp_path, *DELETHINK,
+        "tiny_delethink", tiny_assets, tmp_path, *DELETHINK, ONE_PROCESS,
         "actor_rollout_ref.actor.fsdp_config.param_dtype=bfloat16",
         "actor_rollout_ref.model.enable_gradient_checkpointing=true",
     )  # fmt: skip
