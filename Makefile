@@ -25,9 +25,15 @@ demo-figure: demo
 # The suite in TEST_WORKERS processes (pytest-xdist; worksteal: a worker that is done takes over queued
 # tests of the other), each with its share of the cores (tests/conftest.py); then the 10 slowest
 # tests, so a new slow one is seen when it lands. TEST_WORKERS=0 runs it in this one process.
+# Then the tests that compare two computations of the same numbers (marker compares_runs, in the files
+# that use it) again on torch's plain kernels (ATEN_CPU_CAPABILITY=default): a tolerance that holds on
+# this CPU's vector kernels only fails here as well (tests/tolerances.py).
 TEST_WORKERS ?= 2
+COMPARISONS = $(shell grep -l compares_runs tests/test_*.py)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=10 tests
+	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal \
+		-m compares_runs $(COMPARISONS)
 
 # Mutation testing of verl/core/, checkpoint retention and the Delethink agent loop with their fast tests
 # (pyproject.toml [tool.mutmut]; benchmarks/README.md): one worker, module by module; about 0.6 s of CPU

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e_utils import HANG_S
+
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
 
@@ -64,7 +66,7 @@ def test_gpu_check_smoke_runs_every_section_without_ray(tmp_path):
     )
     proc = subprocess.run(
         [sys.executable, "-c", script, str(out)], cwd=BENCHMARKS.parent, capture_output=True, text=True,
-        timeout=300,
+        timeout=HANG_S,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ray imported: False" in proc.stdout

@@ -15,7 +15,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tests.e2e_utils import ONE_PROCESS, asset_paths, tiny_config, tiny_longcot_with
+from tests.e2e_utils import HANG_S, ONE_PROCESS, asset_paths, tiny_config, tiny_longcot_with
 from tests.test_local_launcher import REPO, _is_timing, assert_refused
 from tests.test_memory_estimate import SMALL
 from tests.test_tracking_and_checkpoint import commit
@@ -261,7 +261,7 @@ def _entry_point(assets, run_dir, *overrides, model=None):
          "hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=stdout",
          f"trainer.default_local_dir={run_dir}", *keys,
          ONE_PROCESS, *overrides],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO, capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
 
 
@@ -361,7 +361,7 @@ RayPPOTrainer.save_checkpoint = save_on_a_small_disk
 def child(script: str, assets: Path, run_dir: Path, overrides, at_step: int, value: int = 0):
     args = json.dumps([str(assets), str(run_dir), list(overrides), at_step, value])
     return subprocess.run([sys.executable, "-c", script, args], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+                          timeout=HANG_S)  # fmt: skip
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:

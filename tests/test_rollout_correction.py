@@ -16,7 +16,7 @@ import torch
 from torch.testing import assert_close
 from wandb.proto import wandb_internal_pb2
 
-from tests.e2e_utils import DELETHINK, ONE_PROCESS, tiny_config, tiny_longcot_with
+from tests.e2e_utils import DELETHINK, HANG_S, ONE_PROCESS, tiny_config, tiny_longcot_with
 from tests.test_checkpoint_retention import _entry_point
 from tests.test_local_launcher import assert_refused
 from tests.test_trajectory_weight import TRAJECTORIES, actor_batch
@@ -480,8 +480,8 @@ def test_the_engine_in_bfloat16_shows_a_mismatch_and_float32_none(name, tiny_ass
 
 def logged_to_wandb(run_dir: Path) -> list[dict]:
     """The history of the offline wandb run in `run_dir`. wandb's service process writes it to the file
-    a moment after run.finish() has returned, so this waits for it (at most 30 s)."""
-    deadline = time.monotonic() + 30
+    a moment after run.finish() has returned, so this waits for it (HANG_S at most: a safety net)."""
+    deadline = time.monotonic() + HANG_S
     while True:
         (run_file,) = (run_dir / "wandb").glob("offline-run-*/run-*.wandb")
         rows = wandb_history(run_file)
