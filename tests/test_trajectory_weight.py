@@ -213,9 +213,8 @@ def test_the_actor_scales_its_loss_by_a_mini_batchs_rows_over_the_divisor(model)
     batch = actor_batch(model)
     grads, metrics = actor_update(model, batch, MODE, RATIO)
     scaled_grads, scaled = actor_update(model, batch, MODE, RATIO, loss_divisor_rows=12)
-    assert scaled["actor/pg_loss"] == pytest.approx(metrics["actor/pg_loss"] * 9 / 12, rel=1e-6)
-    for name, grad in grads.items():
-        assert_close(scaled_grads[name], grad * 9 / 12)
+    assert scaled["actor/pg_loss"] == metric_approx(metrics["actor/pg_loss"] * 9 / 12)
+    assert_gradients_close(scaled_grads, {name: grad * 9 / 12 for name, grad in grads.items()})
 
 
 @pytest.fixture(scope="module")
