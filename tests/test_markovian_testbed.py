@@ -613,7 +613,7 @@ def test_step_errors_runs_on_the_tiny_model(tiny_assets, capsys):
 
 
 def test_failure_start_names_where_a_sample_first_leaves_its_reference(tmp_path):
-    question = "<|user|>8103 n=002<|assistant|><think>"  # reference: 002:8103 001:1039 000:0391
+    question = "<|user|>002:8103<|assistant|><think>"  # reference: 002:8103 001:1039 000:0391
     answer = "</think>\\boxed{0391}<|end|>"
 
     def sample(*responses: str, mode: str = "delethink", score: float = 0.0) -> dict:
