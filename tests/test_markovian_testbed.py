@@ -617,8 +617,19 @@ def test_step_errors_runs_on_the_tiny_model(tiny_assets, capsys):
     assert rows[3].startswith("| 0 | ") and rows[3].count("(9)") == 1 and "(12)" in rows[3]
 
 
+def test_step_errors_says_where_each_head_looks_at_the_first_steps(tiny_assets):
+    table = step_errors.head_offsets(tiny_assets / "model", 2, 5, 6, seed=0).splitlines()
+    heads = [f"L{layer}H{head}" for layer in range(2) for head in range(4)]  # the tiny model's shape
+    assert table[0] == "| token | " + " | ".join(heads) + " |"
+    assert [row.split(" | ")[0] for row in table[2:]] == [f"| {label}" for label in step_errors.HEAD_TOKENS]
+    for row in table[2:]:  # per head: the offset it weighs most (never ahead of the token), and its weight
+        for cell in row.strip("| ").split(" | ")[1:]:
+            offset, weight = cell.split(" (")
+            assert int(offset) < 0 and 0 < float(weight.rstrip(")")) <= 1
+
+
 def test_failure_start_names_where_a_sample_first_leaves_its_reference(tmp_path):
-    question = "<|user|>8103 n=002<|assistant|><think>"  # reference: 002:8103 001:1039 000:0391
+    question = "<|user|>002:8103<|assistant|><think>"  # reference: 002:8103 001:1039 000:0391
     answer = "</think>\\boxed{0391}<|end|>"
 
     def sample(*responses: str, mode: str = "delethink", score: float = 0.0) -> dict:

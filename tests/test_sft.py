@@ -84,7 +84,7 @@ def test_training_problems_follow_the_task_config():
     task = sft_config.TaskConfig(name="shift_register", min_size=4, max_size=6)
     problems = [sft_task.draw_training_problem(rng, task) for _ in range(50)]
     assert {p.num_steps for p in problems} == {4, 5, 6}
-    assert all(p == shift_register.solve(p.question[:4], p.num_steps) for p in problems)
+    assert all(p == shift_register.solve(*shift_register.parse_question(p.question)) for p in problems)
     assert {sft_task.draw_training_problem(rng, task, 40).size for _ in range(200)} == set(range(4, 41))
 
 
@@ -185,8 +185,8 @@ def test_answer_cuts_resume_after_think_end_where_the_loop_cuts(tokenizer):
         assert think_end not in chunk and chunk[-1] == tokenizer.eos_token_id  # the rest of the answer
         # the cut is one the loop makes: the carry-over's tail is the response up to a boundary
         question = tokenizer.decode(prompt).split("<|user|>")[1].split("<|")[0].strip()
-        start, n = question.split(" n=")
-        target = tokenizer.encode(shift_register.solve(start, int(n)).response, add_special_tokens=False)
+        start, n = shift_register.parse_question(question)
+        target = tokenizer.encode(shift_register.solve(start, n).response, add_special_tokens=False)
         cut = len(target) + 1 - len(chunk)  # the reference response + eos, less the chunk
         assert cut in delethink_cuts(len(target) + 1, cont.params) and cut > target.index(think_end)
         assert prompt[prompt.index(think) + 1 :] == target[:4] + target[cut - 12 : cut]
@@ -216,10 +216,10 @@ def test_long_starts_are_the_first_tokens_of_problems_past_the_whole_trace_sizes
     sizes = set()
     for prompt, target in starts:
         question = tokenizer.decode(prompt).split("<|user|>")[1].split("<|")[0].strip()
-        start, n = question.split(" n=")
-        sizes.add(int(n))
+        start, n = shift_register.parse_question(question)
+        sizes.add(n)
         # the first three steps exactly, counter starting at n: "NNN:WWWW NNN-1:WWWW NNN-2:WWWW "
-        assert tokenizer.decode(target) == shift_register.solve(start, int(n)).response[:27]
+        assert tokenizer.decode(target) == shift_register.solve(start, n).response[:27]
     assert min(sizes) >= 6 and max(sizes) <= 40 and len(sizes) > 15
     whole = [t for p, t in examples if t[-1] == tokenizer.eos_token_id]
     assert all(len(t) <= shift_register.thinking_tokens(5) + 20 for t in whole)  # whole traces: sizes 2..5
