@@ -212,3 +212,25 @@ def test_lora_run_with_a_lora_critic_resumes_bit_identically(tiny_assets, tmp_pa
     assert find_tokenizer(resumed) == resumed / "global_step_3" / "actor" / "huggingface"
     assert viewer([str(resumed), "--step", "3", "--out", str(tmp_path / "viewer.html")]) == 0
     assert "\\u003c|user|>" in (tmp_path / "viewer.html").read_text()  # a prompt, "<" escaped in <script>
+
+
+def test_a_tied_weight_is_written_once_whatever_its_state_dict_holds(tmp_path):
+    """The tiny model ties lm_head to the embeddings. Its state dict as FSDP2 gathers it (every name a
+    tensor of its own) and as the module holds it (both names one tensor) write the same files."""
+    from safetensors.torch import load_file
+
+    from verl.models.tiny import build_model, build_tokenizer
+
+    model = build_model(build_tokenizer())
+    gathered = {name: value.clone() for name, value in model.state_dict().items()}
+    assert "lm_head.weight" in gathered
+    assert lora.without_tied_copies(model, gathered).keys() == gathered.keys() - {"lm_head.weight"}
+    model.save_pretrained(tmp_path / "module", state_dict=model.state_dict())
+    model.save_pretrained(tmp_path / "gathered", state_dict=lora.without_tied_copies(model, gathered))
+    written = [load_file(tmp_path / run / "model.safetensors") for run in ("module", "gathered")]
+    assert written[0].keys() == written[1].keys()
+    # an untied model keeps both
+    untied = build_model(build_tokenizer())
+    untied.config.tie_word_embeddings = False
+    untied.lm_head.weight = torch.nn.Parameter(untied.lm_head.weight.detach().clone())
+    assert lora.without_tied_copies(untied, untied.state_dict()).keys() == untied.state_dict().keys()

@@ -111,6 +111,16 @@ def reference_policy(model: torch.nn.Module) -> contextlib.AbstractContextManage
     return model.disable_adapter() if isinstance(model, PeftModel) else contextlib.nullcontext()
 
 
+def without_tied_copies(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`state` less the names under which `model` holds a parameter a second time (tied embeddings:
+    lm_head.weight is model.embed_tokens.weight). A gathered FSDP2 state dict holds such a parameter as two
+    separate tensors, which save_pretrained cannot tell from two weights, so a sharded model would write
+    it twice where an unsharded one writes it once."""
+    first = {name for name, _ in model.named_parameters()}
+    copies = {name for name, _ in model.named_parameters(remove_duplicate=False)} - first
+    return {name: value for name, value in state.items() if name not in copies}
+
+
 def save_model(
     model_dir: Path,
     adapter_dir: Path,
@@ -127,7 +137,8 @@ def save_model(
     is left as it was: a checkpoint must not change the run that writes it."""
     with torch.random.fork_rng(devices=[]):
         if not keys.lora_rank:
-            base().save_pretrained(model_dir, state_dict=full_state)
+            writer = base()
+            writer.save_pretrained(model_dir, state_dict=without_tied_copies(writer, full_state))
             return
         model.save_pretrained(str(adapter_dir), state_dict=full_state)
         wrapped = add_adapters(base(), keys, task_type)
