@@ -386,13 +386,6 @@ def test_a_warm_start_below_its_target_stops_the_recipe_before_rl(tmp_path):
     assert (tmp_path / "out" / "sft").is_dir() and not (tmp_path / "out" / "longcot").exists()
 
 
-def test_timing_chunks_give_delethink_exactly_the_budget():
-    chunks = load("time_rollouts").delethink_chunks
-    assert [chunks(b, 128, 64) for b in (128, 512, 768, 2048)] == [1, 7, 11, 31]  # 128 + (I - 1) * 64
-    with pytest.raises(ValueError, match="whole chunks of C - m = 64"):
-        chunks(500, 128, 64)
-
-
 def test_op_time_split_counts_matmul_and_attention_kernels_against_the_rest():
     split = load("time_rollouts").op_time_split(
         {"aten::mm": 3.0, "aten::addmm": 1.0, "aten::mul": 2.0, "aten::silu": 0.5,

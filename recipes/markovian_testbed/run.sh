@@ -162,10 +162,9 @@ evaluate heldout_longcot_rl "$OUT/longcot/$final" longcot "$heldout" "$HELDOUT_N
 evaluate heldout_delethink_rl "$OUT/delethink/$final" delethink "$heldout" "$HELDOUT_N" delethink.max_chunks=[$I]
 stop_after heldout
 # budgets B, 1.5B, 2B, 3B, 4B: LongCoT by length, Delethink by chunks (each adds C - m = C/2 tokens)
-chunks_for() { echo $((1 + ($1 - C) / (C - M))); }
 budgets=($B $((3 * B / 2)) $((2 * B)) $((3 * B)) $((4 * B)))
 lc_budgets=$(IFS=,; echo "${budgets[*]}")
-dt_chunks=$(for b in "${budgets[@]}"; do chunks_for "$b"; done | paste -sd,)
+dt_chunks=$(delethink_chunks "${budgets[@]}")
 if ((SWEEPS)); then
   evaluate longcot_rl "$OUT/longcot/$final" longcot "$OUT/data/eval.jsonl" "$EVAL_N" longcot.budgets=[$lc_budgets]
   evaluate delethink_rl "$OUT/delethink/$final" delethink "$OUT/data/eval.jsonl" "$EVAL_N" \

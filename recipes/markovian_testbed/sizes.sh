@@ -4,8 +4,8 @@
 # SIZE_SETTINGS holds the size's NAME=VALUE words: run.sh records them in each output directory's
 # run_config.json, so a directory started before one of them changed is refused, not silently reused.
 
-# B: LongCoT's budget. C = B/4, keep_head = one step (9 tokens), keep_tail = C/2 - 9, so m = C/2 and
-# I = 1 + (B - C)/(C - m) = 7 chunks give Delethink the same budget B.
+# B: LongCoT's budget. C = B/4, keep_head = one step (9 tokens), keep_tail = C/2 - 9, so m = C/2, and I
+# is the chunk count that gives Delethink the same budget B (7; delethink_chunks asks DelethinkParams).
 # TIMING_TO: the timing stage's largest budget, in B; TIMING_THREADS: its torch threads (smoke: B and 2B on
 # one thread, to stay cheap in CI: two threads on a busy machine spin while they wait for each other).
 # SFT_TARGET: the warm start's held-out T = 1 accuracy at which SFT stops (checked every SFT_CHECK_EVERY
@@ -41,8 +41,14 @@ esac
 # shellcheck disable=SC2086  # one NAME=VALUE word each
 declare -g $SIZE_SETTINGS
 C=$((B / 4)) HEAD=9
-TAIL=$((C / 2 - HEAD)) M=$((C / 2))
-I=$((1 + (B - C) / (C - M)))
+TAIL=$((C / 2 - HEAD)) M=$((HEAD + TAIL))
+# delethink_chunks BUDGET...: for each budget the I that fills it with these C, keep_head and keep_tail
+# (DelethinkParams.for_budget), comma-separated; a budget no I fills stops the script
+delethink_chunks() {
+  "$PYTHON" -c "import sys; from verl.core.delethink import DelethinkParams as P
+print(','.join(str(P.for_budget(int(b), $C, $HEAD, $TAIL).max_chunks) for b in sys.argv[1:]))" "$@"
+}
+I=$(delethink_chunks "$B")
 MIN_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(max(1, s($B) // 4))")
 MAX_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(s($B))")
 CONT_MAX_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(s(4 * $B))")

@@ -9,11 +9,11 @@ environments run one after the other at every budget, `--repeats` times, in alte
 from other processes hits both alike; the medians and their ratio are what to read. End-of-sequence is
 ignored, so every sample writes its whole budget: the time measures the length, not where a model
 happened to stop, and both environments produce the same number of thinking tokens. LongCoT at budget b
-is one request of b new tokens; Delethink is C new tokens, then chunks of C - m, I = 1 + (b - C)/(C - m)
-chunks in all, each prefilling question + carry-over again (less what the engine copies: identical
-prompts of one group, and the question and head a chunk shares with the trace's previous chunk). The
-engine's counters split each run's time into prefill and decode. One more pair at the first budget
-honours end-of-sequence, as training does: the rollout of an RL step as it happens.
+is one request of b new tokens; Delethink is C new tokens, then chunks of C - m, as many as fill b
+(`DelethinkParams.for_budget`), each prefilling question + carry-over again (less what the engine
+copies: identical prompts of one group, and the question and head a chunk shares with the trace's
+previous chunk). The engine's counters split each run's time into prefill and decode. One more pair
+at the first budget honours end-of-sequence, as training does: the rollout of an RL step as it happens.
 
 After each rollout the same process times that batch's update as the trainer makes it: the old
 log-probs (one forward over the training rows) and the PPO update, with the actor settings of
@@ -59,16 +59,6 @@ MATMUL_OPS = frozenset({
 })  # fmt: skip
 
 
-def delethink_chunks(budget: int, chunk: int, carry: int) -> int:
-    """I such that C + (I - 1)(C - m) = budget; the budget must be C plus whole later chunks."""
-    later, rest = divmod(budget - chunk, chunk - carry)
-    if budget < chunk or rest:
-        raise ValueError(
-            f"budget {budget} is not C = {chunk} plus whole chunks of C - m = {chunk - carry} tokens"
-        )
-    return 1 + later
-
-
 def _load(model_path: str, num_threads: int):
     import torch
     from transformers import AutoTokenizer
@@ -90,6 +80,7 @@ def _actor(mode: str, model_path: str, args: argparse.Namespace, budget: int) ->
     """The trainer's actor for `mode` on a copy of the model (the testbed config's update settings, with
     this batch's prompts and samples), and its optimizer steps per batch."""
     from verl.config import compose_config
+    from verl.core.delethink import DelethinkParams
     from verl.eval.config import resolve_model_dir
     from verl.single_controller.fsdp_workers import load_causal_lm, make_optimizer
     from verl.trainer.config_loader import load_config
@@ -102,7 +93,7 @@ def _actor(mode: str, model_path: str, args: argparse.Namespace, budget: int) ->
         f"actor_rollout_ref.rollout.n={args.samples}",
     ]  # fmt: skip
     if mode == "delethink":
-        chunks = delethink_chunks(budget, args.chunk, args.keep_head + args.keep_tail)
+        chunks = DelethinkParams.for_budget(budget, args.chunk, args.keep_head, args.keep_tail).max_chunks
         overrides += [
             f"algorithm.delethink.chunk_size={args.chunk}", f"algorithm.delethink.keep_head={args.keep_head}",
             f"algorithm.delethink.keep_tail={args.keep_tail}", f"algorithm.delethink.max_chunks={chunks}",
@@ -124,8 +115,8 @@ def _time_update(setup: ActorSetup, trajectories: list[Trajectory], pad_token_id
     """Old log-probs and one PPO update of `trajectories`' training rows, as the trainer makes them."""
     from verl.core.batch import (
         collate_rows,
-        flat_batch_correction_ratio,
         pad_rows_to_multiple,
+        rows_per_trajectory,
         trajectory_rows,
     )
 
@@ -137,9 +128,7 @@ def _time_update(setup: ActorSetup, trajectories: list[Trajectory], pad_token_id
     batch["old_log_probs"] = actor.compute_log_prob(
         batch, actor.config.ppo_micro_batch_size_per_gpu, max_token_len=log_prob_max_tokens
     )
-    metrics = actor.update_policy(
-        batch, num_mini_batches, flat_batch_correction_ratio(len(rows), len(trajectories))
-    )
+    metrics = actor.update_policy(batch, num_mini_batches, rows_per_trajectory(len(rows), len(trajectories)))
     return {"update_s": time.perf_counter() - start, "train_tokens": metrics["actor/forward_tokens"]}
 
 
@@ -242,7 +231,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     budgets = [int(b) for b in args.budgets.split(",")]
     carry = args.keep_head + args.keep_tail
-    chunks = {b: delethink_chunks(b, args.chunk, carry) for b in budgets}  # checked before any model loads
+    head, tail = args.keep_head, args.keep_tail
+    # checked before any model loads
+    delethink = {b: DelethinkParams.for_budget(b, args.chunk, head, tail) for b in budgets}
     loaded = {mode: _load(getattr(args, mode), args.num_threads) for mode in MODES}
     tokenizer = loaded["longcot"][0]
     actors = {mode: _actor(mode, getattr(args, mode), args, budgets[0]) for mode in MODES}
@@ -256,11 +247,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     def time_both(budget: int, ignore_eos: bool) -> dict[str, Any]:
         """Both environments at one budget, alternating; the medians and their ratio."""
-        dt_params = DelethinkParams(args.chunk, args.keep_head, args.keep_tail, None, chunks[budget])
         setups = {
             "longcot": (SingleTurnAgentLoop(loaded["longcot"][1]), params(budget, ignore_eos)),
             "delethink": (
-                DelethinkAgentLoop(loaded["delethink"][1], dt_params),
+                DelethinkAgentLoop(loaded["delethink"][1], delethink[budget]),
                 params(args.chunk, ignore_eos),
             ),
         }
@@ -271,7 +261,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 runs[mode].append(
                     _time_one(loop.engine, loop, items, sampling, actors[mode], tokenizer.pad_token_id)
                 )
-        row = {"budget": budget, "max_chunks": chunks[budget], **{m: _median_row(r) for m, r in runs.items()}}
+        max_chunks = delethink[budget].max_chunks
+        row = {"budget": budget, "max_chunks": max_chunks, **{m: _median_row(r) for m, r in runs.items()}}
         row["delethink_over_longcot"] = row["delethink"]["wall_s"] / row["longcot"]["wall_s"]
         row["step_delethink_over_longcot"] = row["delethink"]["step_s"] / row["longcot"]["step_s"]
         return row
@@ -281,7 +272,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         _time_one(engine, loop, items, params(args.chunk), actors[mode], tokenizer.pad_token_id)
 
     if args.profile_update:
-        return _profile_both(args, loaded, actors, items, params, chunks[budgets[0]], budgets[0])
+        return _profile_both(args, loaded, actors, items, params, delethink[budgets[0]], budgets[0])
 
     print(
         f"{len(questions)} problems x {args.samples} samples, temperature 1, end-of-sequence ignored unless "
@@ -318,19 +309,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return result
 
 
-def _profile_both(args, loaded, actors, items, params, max_chunks: int, budget: int) -> dict[str, Any]:
+def _profile_both(args, loaded, actors, items, params, delethink, budget: int) -> dict[str, Any]:
     """`--profile-update`: one rollout per environment at `budget` (end-of-sequence ignored), then its
     update under the profiler; print and write the split."""
     from verl.agent_loop.delethink import DelethinkAgentLoop
     from verl.agent_loop.manager import run_agent_loops
     from verl.agent_loop.single_turn import SingleTurnAgentLoop
-    from verl.core.delethink import DelethinkParams
     from verl.utils.fs import atomic_write_text
 
-    dt_params = DelethinkParams(args.chunk, args.keep_head, args.keep_tail, None, max_chunks)
     loops = {
         "longcot": (SingleTurnAgentLoop(loaded["longcot"][1]), params(budget)),
-        "delethink": (DelethinkAgentLoop(loaded["delethink"][1], dt_params), params(args.chunk)),
+        "delethink": (DelethinkAgentLoop(loaded["delethink"][1], delethink), params(args.chunk)),
     }
     result: dict[str, Any] = {"budget": budget, "num_threads": args.num_threads}
     print(f"update of {len(items)} trajectories at B = {budget}, profiled (op self time, one thread per op)")

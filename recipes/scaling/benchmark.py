@@ -5,7 +5,8 @@
 Both environments think for exactly the same L tokens per trajectory: the engine gets no end-of-sequence
 id, so every request runs to its budget. LongCoT samples L tokens in one response; Delethink samples I
 chunks, the first of C tokens and each later one of C - m (m = keep_head + keep_tail carried over), so
-L = C + (I - 1)(C - m). LongCoT's context grows to prompt + L; Delethink's never exceeds prompt + C.
+L is DelethinkParams' thinking budget. LongCoT's context grows to prompt + L; Delethink's never exceeds
+prompt + C.
 
 Per (length, environment) it takes the CPU time of the rollout of a batch of trajectories and of one
 actor training step (forward + backward + AdamW step with the trace-length-normalised loss, micro-batches
@@ -35,7 +36,7 @@ from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.agent_loop.manager import run_agent_loops
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
 from verl.config import ActorConfig
-from verl.core.batch import collate_rows, flat_batch_correction_ratio, trajectory_rows
+from verl.core.batch import collate_rows, rows_per_trajectory, trajectory_rows
 from verl.core.delethink import DelethinkParams
 from verl.core.engine import SamplingParams
 from verl.core.trajectory import PromptItem, Trajectory
@@ -65,8 +66,11 @@ class BenchConfig:
     def carry(self) -> int:
         return self.keep_head + self.keep_tail
 
+    def delethink(self, num_chunks: int) -> DelethinkParams:
+        return DelethinkParams(self.chunk_size, self.keep_head, self.keep_tail, max_chunks=num_chunks)
+
     def thinking_length(self, num_chunks: int) -> int:
-        return self.chunk_size + (num_chunks - 1) * (self.chunk_size - self.carry)
+        return self.delethink(num_chunks).thinking_budget
 
     def __post_init__(self) -> None:
         if self.batch < 1:
@@ -140,10 +144,7 @@ def timed(fn: Callable[[], object]) -> tuple[float, object, int]:
 def make_loop(env: str, engine: HFRolloutEngine, cfg: BenchConfig, num_chunks: int) -> AgentLoop:
     if env == "LongCoT":
         return SingleTurnAgentLoop(engine)
-    params = DelethinkParams(
-        chunk_size=cfg.chunk_size, keep_head=cfg.keep_head, keep_tail=cfg.keep_tail, max_chunks=num_chunks
-    )
-    return DelethinkAgentLoop(engine, params)
+    return DelethinkAgentLoop(engine, cfg.delethink(num_chunks))
 
 
 def rollout(env: str, engine: HFRolloutEngine, prompt: list[int], cfg: BenchConfig, num_chunks: int):
@@ -164,7 +165,7 @@ def train_step(
     batch = collate_rows(rows, pad_token_id)
     batch["old_log_probs"] = batch["rollout_log_probs"]  # on-policy: the sampler's log-probs are the old ones
     return actor.update_policy(
-        batch, num_mini_batches=1, correction_ratio=flat_batch_correction_ratio(len(rows), len(trajectories))
+        batch, num_mini_batches=1, rows_per_trajectory=rows_per_trajectory(len(rows), len(trajectories))
     )
 
 
