@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-figure test lint tiny clean
+.PHONY: install demo demo-figure test lint results tiny clean
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	$(PY) -m venv $(VENV)
@@ -28,6 +28,11 @@ demo-figure: demo
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=10 tests
+
+# docs/RESULTS.md and the README's demo table, from the records in docs/results/ (tests/test_results.py
+# checks that the committed pages are what the records give)
+results: $(STAMP)
+	$(BIN)/python -m verl.tools.results
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from verl.tools.results import load_record
+
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
 
-def test_microbatch_throughput_quick_mode_measures_every_variant(capsys):
+def test_microbatch_throughput_quick_mode_measures_every_variant(capsys, tmp_path):
     benchmark = runpy.run_path(str(BENCHMARKS / "microbatch_throughput.py"))
-    results = benchmark["main"](["--quick", "--repeats", "1"])
+    results = benchmark["main"](["--quick", "--repeats", "1", "--record", str(tmp_path / "micro.yaml")])
 
     variants = ["padded", "budget", "budget+packed"]
     assert list(results) == variants
@@ -26,12 +28,15 @@ def test_microbatch_throughput_quick_mode_measures_every_variant(capsys):
 
     lines = capsys.readouterr().out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["variant"])
-    assert [line.split()[0] for line in lines[header + 1 :]] == variants
+    assert [line.split()[0] for line in lines[header + 1 : header + 4]] == variants
+    (table,) = load_record(tmp_path / "micro.yaml").tables  # the printed table, as a results record
+    assert [row[:2] for row in table.rows] == [[name, str(results[name]["micro"])] for name in variants]
+    assert table.rows[1][-2] == f"{results['budget']['ratio']:.2f}x"
 
 
-def test_shared_prefix_quick_mode_counts_each_shared_prompt_once(capsys):
+def test_shared_prefix_quick_mode_counts_each_shared_prompt_once(capsys, tmp_path):
     benchmark = runpy.run_path(str(BENCHMARKS / "shared_prefix.py"))
-    results = benchmark["main"](["--quick"])
+    results = benchmark["main"](["--quick", "--record", str(tmp_path / "shared.yaml")])
 
     assert list(results) == ["LongCoT", "Delethink"]
     for env, variants in results.items():
@@ -44,6 +49,13 @@ def test_shared_prefix_quick_mode_counts_each_shared_prompt_once(capsys):
     assert results["Delethink"]["padded"]["rows"] > results["LongCoT"]["padded"]["rows"]  # chunk rows
     out = capsys.readouterr().out
     assert "Delethink / LongCoT, shared: forward tokens" in out
+    record = load_record(tmp_path / "shared.yaml")  # the printed table, as a results record
+    assert record.section == "actor" and record.command.endswith(
+        "--quick --record " + str(tmp_path / "shared.yaml")
+    )
+    assert [row[:3] for row in record.tables[0].rows] == [
+        [env, v, str(results[env][v]["rows"])] for env in results for v in ("padded", "shared")
+    ]
 
 
 def _table(report: str, heading: str) -> list[list[str]]:

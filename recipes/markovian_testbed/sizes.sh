@@ -17,7 +17,7 @@
 # uniform; task.zero_prob). Zeros get SFT off its plateau (README), but a step that adds 0 is answered by
 # copying one digit, and the demo's whole traces (15%, the only examples that train a trace's first sum)
 # learned that shortcut at 0.5: 3 of 10 warm starts missed their target, two on the first sum, one on
-# the counter (step_errors.py); at 0.25, 10 of 10 reached it (docs/RESULTS.md). The full setting's first
+# the counter (step_errors.py); at 0.25, 10 of 10 reached it (docs/RESULTS.md#demo). The full setting's first
 # sum is right at 0.5 (half its examples are whole traces or long starts).
 # LONG_START: the share of SFT examples that are long starts (task.long_start.prob), the only examples
 # besides whole traces that train copying n into the first counter: at 0.1 one full-setting seed in three
@@ -26,8 +26,8 @@
 # CHECK_BOTH: 1 checks the warm start with Delethink inference too (I chunks) and stops it on the lower
 # of the two accuracies. The demo sets both (the smoke size too, so CI runs them): at B = 256 a third of
 # the Delethink samples are cut inside the answer, and one demo seed's warm start, stopped on LongCoT
-# inference alone, resumed those badly (probe 0.51x, (a) 0.53x; docs/RESULTS.md). A share of 0.05
-# resumed seed 2 worse.
+# inference alone, resumed those badly (probe 0.51x, (a) 0.53x; git log -S'0.53x' -- docs/RESULTS.md).
+# A share of 0.05 resumed seed 2 worse.
 # HELDOUT x HELDOUT_N: held-out problems of the trained sizes x samples each, at B, for the gains over the
 # warm start and claim (a); PER_GROUP x EVAL_N: problems per group x samples of the budget sweeps (claim
 # (b)), which SWEEPS=0 leaves out: the demo's warm start has no long starts, so it never saw a problem
