@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-figure test lint results tiny clean
+.PHONY: install demo demo-figure test mutants lint results tiny clean
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	$(PY) -m venv $(VENV)
@@ -25,9 +25,24 @@ demo-figure: demo
 # The suite in TEST_WORKERS processes (pytest-xdist; worksteal: a worker that is done takes over queued
 # tests of the other), each with its share of the cores (tests/conftest.py); then the 10 slowest
 # tests, so a new slow one is seen when it lands. TEST_WORKERS=0 runs it in this one process.
+# Then the tests that compare two computations of the same numbers (marker compares_runs, in the files
+# that use it) again on torch's plain kernels (ATEN_CPU_CAPABILITY=default): a tolerance that holds on
+# this CPU's vector kernels only fails here as well (tests/tolerances.py).
 TEST_WORKERS ?= 2
+COMPARISONS = $(shell grep -l compares_runs tests/test_*.py)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=10 tests
+	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal \
+		-m compares_runs $(COMPARISONS)
+
+# Mutation testing of verl/core/, checkpoint retention and the Delethink agent loop with their fast tests
+# (pyproject.toml [tool.mutmut]; benchmarks/README.md): one worker, module by module; about 0.6 s of CPU
+# a mutant, 2,082 mutants (docs/RESULTS.md). Writes the record docs/results/mutants.yaml (then `make
+# results`); fails while a mutant survives that no test kills and benchmarks/mutants_equivalent.json does
+# not name.
+mutants: $(STAMP)
+	$(BIN)/pip install -q -r requirements-mutants.txt
+	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/mutants.py
 
 # docs/RESULTS.md and the README's demo table, from the records in docs/results/ (tests/test_results.py
 # checks that the committed pages are what the records give)
@@ -39,7 +54,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports   # the floors of verl/ (pyproject.toml, docs/ARCHITECTURE.md)
 
 clean:
-	rm -rf $(VENV) outputs
+	rm -rf $(VENV) outputs mutants
 
 tiny: $(STAMP)
 	PYTHON=$(abspath $(BIN))/python bash examples/prepare_tiny.sh

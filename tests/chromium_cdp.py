@@ -14,6 +14,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from tests.e2e_utils import HANG_S
+
 
 def chromium_binary() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
@@ -118,6 +120,6 @@ class Chromium:
             self.send("Browser.close")
         except RuntimeError:
             pass  # it may close the pipe before replying
-        self.proc.wait(timeout=30)
+        self.proc.wait(timeout=HANG_S)
         os.close(self._to_chrome)
         os.close(self._from_chrome)

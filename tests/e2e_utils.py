@@ -13,6 +13,10 @@ DELETHINK = (
     "algorithm.delethink.max_chunks=3",
 )
 
+# A limit on a subprocess or a wait is a safety net against a hang, never a measurement: a crowded machine
+# runs the tiny runs many times slower than a quiet one, so it is far above what any of them takes.
+HANG_S = 900
+
 # The one-process launcher runs what Ray runs (tests/test_local_launcher.py: equal metrics, equal
 # checkpoints) without starting worker processes: about a sixth of a tiny run's time on 2 cores. Tests
 # whose subject is not Ray use it; the Ray path keeps its own end-to-end tests (test_e2e_tiny.py,

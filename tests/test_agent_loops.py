@@ -8,6 +8,8 @@ from verl.agent_loop import AGENT_LOOPS
 from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.agent_loop.manager import run_agent_loops
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
+from verl.config import compose_config
+from verl.config.load import parse_config
 from verl.core.delethink import DelethinkParams
 from verl.core.engine import GenerateOutput, RolloutEngine, SamplingParams
 from verl.core.trajectory import PromptItem
@@ -79,6 +81,8 @@ def test_delethink_chunks_budgets_and_carry_over():
     for turn in traj.turns:
         assert len(turn.prompt_ids) <= len(QUESTION) + 2 + 3
     assert [sp.max_new_tokens for _, sp in engine.requests] == [10, 5, 5, 5]
+    # each chunk samples from a seed of its own (the first from the trajectory's)
+    assert [sp.seed for _, sp in engine.requests] == [5, chunk_seed(5, 1), chunk_seed(5, 2), chunk_seed(5, 3)]
     assert not traj.has_eos
 
 
@@ -139,3 +143,53 @@ def test_manager_runs_all_in_order():
                 SingleTurnAgentLoop(engine), [item(p) for p in prompts], [SamplingParams(max_new_tokens=1)]
             )
         )
+
+
+def delethink_config(*overrides):
+    """tiny_delethink (C = 32, keep_head 4 + keep_tail 12 = m = 16, I = 7, prompts of 96 tokens, 16 x 8
+    trajectories a step) with `overrides`, typed but not checked: the loop's own checks are the subject."""
+    return parse_config(compose_config("tiny_delethink", list(overrides)))
+
+
+def test_the_delethink_loop_is_built_from_the_configs_params():
+    config, engine = delethink_config(), CountingEngine()
+    loop = DelethinkAgentLoop.from_config(config, engine, tokenizer=None)
+    assert loop.engine is engine and loop.params == config.delethink_params
+    assert DelethinkAgentLoop.config_problems(config) == []
+
+
+def test_the_delethink_loop_names_each_key_it_cannot_run_with():
+    rollout, delethink = "actor_rollout_ref.rollout", "algorithm.delethink"
+    cases = {
+        "trainer.name=ppo": f"{rollout}.agent.default_agent_loop='delethink': trainer.name=ppo trains "
+        "one row per trajectory; use trainer.name=delethink",
+        "reward_model.reward_manager=naive": "reward_model.reward_manager='naive': scores only the last "
+        "chunk of a Delethink trajectory; use reward_model.reward_manager=delethink (all chunks joined, as "
+        "environment=delethink sets)",
+        "data.max_response_length=64": f"data.max_response_length=64: must equal {delethink}.chunk_size=32: "
+        "with the delethink loop C is set there alone (environment=delethink links the two; leave "
+        "data.max_response_length unset)",
+        f"{rollout}.multi_turn.max_assistant_turns=7": f"{rollout}.multi_turn.max_assistant_turns=7: is the "
+        f"gym loop's turn limit and the delethink loop does not read it; set I with {delethink}.max_chunks",
+        # a chunk's prompt: the question and m = 16 carried tokens; 16 leaves the question no room
+        "data.max_prompt_length=16": f"data.max_prompt_length=16: must be > {delethink}.keep_head + "
+        "keep_tail = 16: a chunk's prompt is the question plus the carry-over, so the question needs "
+        "room too",
+    }
+    for override, problem in cases.items():
+        assert DelethinkAgentLoop.config_problems(delethink_config(override)) == [problem], override
+    assert DelethinkAgentLoop.config_problems(delethink_config("data.max_prompt_length=17")) == []
+    # with algorithm.delethink itself wrong (its own check says so) the carry-over is not compared
+    bad_params = delethink_config(f"{delethink}.keep_tail=0", "data.max_prompt_length=4")
+    assert DelethinkAgentLoop.config_problems(bad_params) == []
+
+
+def test_the_delethink_plan_rows():
+    rows = DelethinkAgentLoop.plan_rows(delethink_config())
+    assert rows == [
+        ("environment", "Delethink (Markovian thinking)"),
+        ("chunk budget", "first C = 32, later 16, up to I = 7 chunks"),
+        ("carry-over", "m = keep_head 4 + keep_tail 12 = 16 (progressive trimmer)"),
+        ("context", "<= 96 prompt + 32 new per chunk"),
+        ("rows per step", "128 to 896 (one per chunk)"),
+    ]

@@ -1,10 +1,15 @@
-"""Training rows: collation layout, Delethink flattening, padding and rows_per_trajectory."""
+"""Training rows: collation layout, Delethink flattening, padding and rows_per_trajectory; the token
+layout between rows and trajectories; and the errors each names."""
+
+import re
 
 import pytest
 import torch
 
 from verl.core import core_algos
 from verl.core.batch import (
+    TokenLayout,
+    TrainRow,
     collate_rows,
     pad_rows_to_multiple,
     rows_per_trajectory,
@@ -89,3 +94,78 @@ def test_trim_padding_columns_keeps_the_response_split():
     # the chunk row alone: no prompt padding, and its response padding column goes
     one = trim_padding_columns({k: v[1:2] for k, v in full.items()})
     assert one["input_ids"].tolist() == [[5, 6, 7, 8, 9]] and one["responses"].tolist() == [[9]]
+
+
+def row(prompt, response, trajectory_index=0):
+    return TrainRow(prompt, response, [-0.5] * len(response), 1.0, len(response), trajectory_index)
+
+
+def test_collate_dtypes_and_the_narrowest_response_block():
+    batch = collate_rows([row([5], [6]), row([5, 6], [7])], PAD)
+    assert {k: v.dtype for k, v in batch.items()} == {
+        "input_ids": torch.long, "attention_mask": torch.long, "position_ids": torch.long,
+        "responses": torch.long, "response_mask": torch.float32, "rollout_log_probs": torch.float32,
+        "advantages": torch.float32, "trace_lengths": torch.float32, "trajectory_index": torch.long,
+    }  # fmt: skip
+    assert batch["responses"].shape == (2, 1)  # one-token responses: one response column
+    # responses without tokens still get one (masked) column, so the split stays where it is
+    empty = collate_rows([row([5, 6], [])], PAD)
+    assert empty["input_ids"].tolist() == [[5, 6, PAD]] and empty["response_mask"].tolist() == [[0.0]]
+
+
+def test_padding_copies_the_last_row():
+    rows = [row([1], [2]), row([3], [4]), row([5], [6])]
+    padded = pad_rows_to_multiple(rows, 5)
+    assert [(r.prompt_ids, r.trainable) for r in padded[3:]] == [([5], False), ([5], False)]
+
+
+def test_rows_per_trajectory_takes_one_row_per_trajectory_and_one_trajectory():
+    assert rows_per_trajectory(1, 1) == 1.0
+    assert rows_per_trajectory(3, 3) == 1.0
+    with pytest.raises(ValueError, match=r"^need rows >= trajectories >= 1, got 3 rows for 0 trajectories$"):
+        rows_per_trajectory(3, 0)
+
+
+def test_trim_padding_columns_keeps_one_response_column_when_no_row_has_a_response():
+    full = collate_rows([row([2, 3], [4, 5, 6]), row([7, 8, 9], []), row([], [])], PAD)  # 3 + 3 columns
+    # a prompt and no response: its prompt columns and the first response column
+    prompt_only = trim_padding_columns({k: v[1:2] for k, v in full.items()})
+    assert prompt_only["input_ids"].tolist() == [[7, 8, 9, PAD]] and prompt_only["responses"].tolist() == [
+        [PAD]
+    ]
+    # nothing at all (the padding row of an empty micro-batch): the first response column alone
+    nothing = trim_padding_columns({k: v[2:3] for k, v in full.items()})
+    assert nothing["input_ids"].tolist() == [[PAD]] and nothing["responses"].tolist() == [[PAD]]
+    assert nothing["response_mask"].tolist() == [[0.0]]
+
+
+def test_token_layout_of_rows_without_tokens_and_of_one_token_each():
+    layout = TokenLayout.of([row([1], [], 0)], num_trajectories=1, num_rows=2, width=1)
+    assert layout.row.dtype == layout.lengths.dtype == torch.long
+    assert layout.to_trajectories(torch.ones(2, 1)).tolist() == [[0.0]]  # no token: one zero column
+    one_each = TokenLayout.of([row([1], [7], 0), row([1], [8], 1)], 2, 2, 3)
+    values = torch.tensor([[1.0, 9.0, 9.0], [2.0, 9.0, 9.0]])
+    assert one_each.to_trajectories(values).tolist() == [[1.0], [2.0]]
+
+
+def test_batch_errors_name_what_is_wrong():
+    with pytest.raises(ValueError, match=r"^cannot collate an empty batch$"):
+        collate_rows([], PAD)
+    with pytest.raises(ValueError, match=r"^row 1: 2 response tokens but 1 log-probs$"):
+        collate_rows([row([1], [2]), TrainRow([1], [2, 3], [-0.5], 1.0, 2, 1)], PAD)
+    with pytest.raises(ValueError, match=r"^multiple must be >= 1, got 0$"):
+        pad_rows_to_multiple([row([1], [2])], 0)
+    with pytest.raises(ValueError, match=r"^cannot pad an empty batch$"):
+        pad_rows_to_multiple([], 2)
+    with pytest.raises(ValueError, match=r"^num_rows=1 is less than the 2 rows$"):
+        TokenLayout.of([row([1], [2]), row([1], [3])], 1, 1, 4)
+    with pytest.raises(ValueError, match=r"^row 0 has 3 response tokens but the batch is 2 wide$"):
+        TokenLayout.of([row([1], [2, 3, 4])], 1, 1, 2)
+    layout = TokenLayout.of([row([1], [2, 3])], 1, 1, 2)
+    with pytest.raises(ValueError, match=r"^expected shape \(1, 2\), got \(1, 3\)$"):
+        layout.to_trajectories(torch.zeros(1, 3))
+    for wrong in (torch.zeros(1), torch.zeros(2, 2)):  # not [N, L], or another N
+        with pytest.raises(
+            ValueError, match=f"^{re.escape(f'expected [1, L] values, got {tuple(wrong.shape)}')}$"
+        ):
+            layout.to_rows(wrong)

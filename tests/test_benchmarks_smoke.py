@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e_utils import HANG_S
 from verl.tools.results import load_record
 
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
@@ -76,7 +77,7 @@ def test_gpu_check_smoke_runs_every_section_without_ray(tmp_path):
     )
     proc = subprocess.run(
         [sys.executable, "-c", script, str(out)], cwd=BENCHMARKS.parent, capture_output=True, text=True,
-        timeout=300,
+        timeout=HANG_S,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ray imported: False" in proc.stdout
@@ -105,3 +106,39 @@ def test_gpu_check_smoke_runs_every_section_without_ray(tmp_path):
     for row in rl:
         assert row[1] == "3" and row[-1] == "True", row
         assert float(row[2]) > 0 and float(row[4]) > 0 and float(row[5]) >= float(row[2]), row
+
+
+def test_the_mutation_run_is_written_as_a_results_record_a_row_per_module(tmp_path):
+    mutants = runpy.run_path(str(BENCHMARKS / "mutants.py"))  # its record, without running mutmut
+    counts = dict(mutants=10, killed=8, equivalent=1, survived=1, not_run=0, killed_share=0.8889, wall_s=12.3)
+    unrun = dict(mutants=5, killed=0, equivalent=0, survived=0, not_run=5, killed_share=None, wall_s=None)
+    summary = {
+        "modules": {"verl.core.trimmers": counts, "verl.core.batch": unrun},
+        "survivors": [
+            {"name": "verl.core.trimmers.x_trim__mutmut_3", "status": "survived", "diff": "-a\n+b"}
+        ],
+        "equivalent": [],
+        "stale_equivalent": ["verl.core.trimmers.x_trim__mutmut_1"],
+    }
+    path = tmp_path / "mutants.yaml"
+    mutants["write_record"](path, mutants["record"](summary, "3.8.1", 12.3, []))
+    record = load_record(path)
+    assert (record.section, record.command, record.method) == (
+        "suite",
+        "make mutants",
+        "benchmarks/README.md",
+    )
+    (table,) = record.tables
+    assert table.rows == [
+        ["`verl/core/trimmers.py`", "10", "8", "1", "1", "0", "88.9%", "12"],
+        ["`verl/core/batch.py`", "5", "0", "0", "0", "5", "not run", ""],
+    ]
+    assert table.caption.endswith("; 12 s of wall time.")
+    assert (
+        record.notes
+        == "Named equivalent with another mutation (check again): verl.core.trimmers.x_trim__mutmut_1."
+    )
+
+    reported = mutants["record"]({**summary, "stale_equivalent": []}, "3.8.1", None, ["--report"])
+    assert reported.command == "python benchmarks/mutants.py --report" and reported.notes == ""
+    assert reported.tables[0].caption.endswith("at that commit.")  # nothing ran: no wall time

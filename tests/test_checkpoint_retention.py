@@ -15,7 +15,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tests.e2e_utils import ONE_PROCESS, asset_paths, tiny_config, tiny_longcot_with
+from tests.e2e_utils import HANG_S, ONE_PROCESS, asset_paths, tiny_config, tiny_longcot_with
 from tests.test_local_launcher import REPO, _is_timing, assert_refused
 from tests.test_memory_estimate import SMALL
 from tests.test_tracking_and_checkpoint import commit
@@ -33,7 +33,7 @@ from verl.trainer.disk_check import (
     save_steps,
     value_model_params,
 )
-from verl.trainer.launch import run
+from verl.trainer.launch import SignalStop, run
 from verl.utils import checkpoint
 from verl.utils.fs import read_jsonl
 
@@ -78,6 +78,23 @@ def test_prune_deletes_whole_checkpoints_then_critics_and_leaves_the_rest_alone(
         checkpoint.find_resume(tmp_path, "path", four, needs_critic=True)
 
 
+def test_an_incomplete_checkpoint_does_not_take_the_place_of_a_complete_one(tmp_path):
+    """Keep the newest two complete checkpoints, with step 4 missing a file (a disk clean-up, a partial
+    copy): it cannot be resumed from, so 3 is kept in its place, and 4 is left for its owner to look at."""
+    for step in range(1, 6):
+        commit(tmp_path, step)
+    (tmp_path / "global_step_4" / "actor" / "state.pt").unlink()
+    notes = checkpoint.prune(tmp_path, 5, [], keep_actor=2, keep_critic=None, keep_every=None)
+    assert notes == [
+        "deleted global_step_1 (trainer.max_actor_ckpt_to_keep=2)",
+        "deleted global_step_2 (trainer.max_actor_ckpt_to_keep=2)",
+    ]
+    assert step_names(tmp_path) == ["global_step_3", "global_step_4", "global_step_5"]
+    # the two kept are the two a resume can fall back on
+    (tmp_path / "global_step_5" / "trainer_state.json").unlink()
+    assert checkpoint.find_resume(tmp_path, "auto", None)[0] == tmp_path / "global_step_3"
+
+
 def test_a_checkpoint_whose_pointer_cannot_be_written_is_not_committed(tmp_path):
     commit(tmp_path, 1)
     (tmp_path / checkpoint.LATEST_FILE).unlink()
@@ -113,6 +130,33 @@ def test_a_stop_signal_mid_commit_waits_until_the_checkpoint_is_committed(tmp_pa
         signal.signal(signal.SIGTERM, previous)
     assert (checkpoint.step_dir(tmp_path, 1) / "weights").read_text() == "w" and not tmp.exists()
     assert (tmp_path / checkpoint.LATEST_FILE).read_text() == "1\n"
+
+
+def test_a_stop_signal_mid_commit_under_the_runs_handler_exits_after_the_commit(
+    tmp_path, monkeypatch, capsys
+):
+    """The same with the handler a run installs (launch.SignalStop): the run exits with 128 + SIGTERM
+    once the pointer names the new checkpoint, and says to resume from it."""
+    commit(tmp_path, 1)
+    write_pointer = checkpoint.atomic_write_text
+
+    def signalled_while_writing(path, text):
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered now, between the rename and the pointer
+        write_pointer(path, text)
+
+    monkeypatch.setattr(checkpoint, "atomic_write_text", signalled_while_writing)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as stopped, SignalStop(str(tmp_path)):
+        commit(tmp_path, 2)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is before  # SignalStop put back what was there
+    last = tmp_path / "global_step_2"
+    assert capsys.readouterr().err == f"stopped by SIGTERM; rerun the same command to resume from {last}\n"
+    assert (tmp_path / checkpoint.LATEST_FILE).read_text() == "2\n"
+    assert checkpoint.checkpoint_problem(last) is None and step_names(tmp_path) == [
+        "global_step_1",
+        last.name,
+    ]
 
 
 def test_retention_keys_are_checked_before_anything_starts(tiny_assets, tmp_path):
@@ -217,7 +261,7 @@ def _entry_point(assets, run_dir, *overrides, model=None):
          "hydra.run.dir=.", "hydra.output_subdir=null", "hydra/job_logging=stdout",
          f"trainer.default_local_dir={run_dir}", *keys,
          ONE_PROCESS, *overrides],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO, capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
 
 
@@ -281,7 +325,7 @@ CHILD = """
 import json, os, resource, signal, sys
 from pathlib import Path
 from tests.e2e_utils import tiny_config
-from verl.trainer.launch import run
+from verl.trainer.launch import SignalStop, run
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.utils import checkpoint
 assets, run_dir, overrides, at_step, value = json.loads(sys.argv[1])
@@ -317,7 +361,7 @@ RayPPOTrainer.save_checkpoint = save_on_a_small_disk
 def child(script: str, assets: Path, run_dir: Path, overrides, at_step: int, value: int = 0):
     args = json.dumps([str(assets), str(run_dir), list(overrides), at_step, value])
     return subprocess.run([sys.executable, "-c", script, args], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+                          timeout=HANG_S)  # fmt: skip
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:
@@ -394,3 +438,32 @@ def test_a_full_disk_during_a_save_loses_nothing(reference_run, tiny_assets, tmp
     run(tiny_config("tiny_longcot", tiny_assets, run_dir, *overrides))
     assert step_names(run_dir) == ["global_step_1", "global_step_2"]
     assert_same_run(run_dir, reference_run, 2)
+
+
+@pytest.mark.slow
+def test_the_checkpoint_a_run_resumed_from_stays_until_a_later_run_no_longer_needs_it(
+    tiny_assets, tmp_path, capsys
+):
+    """Back to an older checkpoint with one kept: the run's saves may delete neither the one just written
+    nor the one it resumed from (its fallback until the run is done). The next run resumes from the newest,
+    and its first save deletes the older one."""
+    run_dir = tmp_path / "run"
+    saves = (*LONGCOT, "trainer.save_freq=1")
+    run(tiny_config("tiny_longcot", tiny_assets, run_dir, *saves, "trainer.total_training_steps=2"))
+    assert step_names(run_dir) == ["global_step_1", "global_step_2"]
+    capsys.readouterr()
+    keep_one = (*saves, "trainer.max_actor_ckpt_to_keep=1")
+    older = run_dir / "global_step_1"
+    run(
+        tiny_config(
+            "tiny_longcot", tiny_assets, run_dir, *keep_one, "trainer.total_training_steps=2",
+            "trainer.resume_mode=path", f"trainer.resume_from_path={older}",
+        )
+    )  # fmt: skip
+    assert f"resumed from {older} at step 1" in capsys.readouterr().out
+    assert step_names(run_dir) == ["global_step_1", "global_step_2"]
+    run(tiny_config("tiny_longcot", tiny_assets, run_dir, *keep_one, "trainer.total_training_steps=3"))
+    out = capsys.readouterr().out
+    assert f"resumed from {run_dir / 'global_step_2'} at step 2" in out
+    assert "deleted global_step_1 (trainer.max_actor_ckpt_to_keep=1)" in out
+    assert step_names(run_dir) == ["global_step_2", "global_step_3"]

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from tests.clean_tree import leftovers, snapshot
+from tests.e2e_utils import HANG_S
 
 TESTS = Path(__file__).resolve().parent
 
@@ -78,7 +79,7 @@ def suite(writes_inside: bool) -> dict[str, str]:
 def run_suite(root: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "tests"],
-        cwd=root, capture_output=True, text=True, timeout=120,
+        cwd=root, capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
 
 

@@ -14,6 +14,7 @@ import pytest
 from omegaconf import OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
+from tests.e2e_utils import HANG_S
 from verl.config import (
     CONFIG_DIR,
     ENVIRONMENT_DIR,
@@ -180,7 +181,7 @@ def test_cli_prints_the_resolved_config(name, tmp_path):
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
     )
     assert result.returncode == 0, result.stderr
     printed = OmegaConf.create(result.stdout)

@@ -10,6 +10,7 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
+from tests.e2e_utils import HANG_S
 from verl.config import ConfigError, compose_config
 from verl.trainer.config_loader import config_warnings, load_config
 
@@ -470,7 +471,7 @@ def test_cli_reports_a_config_error_without_a_traceback(override, expected, tmp_
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=HANG_S,
     )
     assert result.returncode == 2
     assert result.stderr.startswith("config error: ")

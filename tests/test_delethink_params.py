@@ -76,6 +76,42 @@ def test_bad_values_raise_a_value_error_naming_the_field(fields, message):
     assert message in str(error.value)
 
 
+@pytest.mark.parametrize(
+    "fields, problems",
+    [
+        ({"keep_head": -1, "max_chunks": 0}, ["keep_head=-1: must be >= 0", "max_chunks=0: must be >= 1"]),
+        ({"chunk_size": 0}, ["chunk_size=0: must be >= 1"]),
+        ({"keep_tail": 0}, ["keep_tail=0: must be >= 1 (carry over the latest thinking)"]),
+        # the rules between fields wait until every integer is one: 100 + 1.5 >= 4 is not reported
+        ({"chunk_size": 4, "keep_tail": 1.5}, ["keep_tail=1.5: must be an integer"]),
+        (
+            {**TINY, "chunk_size": 16},
+            ["keep_tail=12: keep_head + keep_tail = 4 + 12 must be < chunk_size=16 (the chunk size C): the "
+             "carry-over must leave room to think"],
+        ),
+        *[
+            (
+                {**TINY, "intermediate_max_new_tokens": value},
+                [f"intermediate_max_new_tokens={value!r}: must be null (C - keep_head - keep_tail) or in "
+                 "[1, chunk_size=32]"],
+            )
+            for value in (0, 33, "8")
+        ],
+    ],
+)  # fmt: skip
+def test_each_rule_word_for_word(fields, problems):
+    with pytest.raises(DelethinkParamsError) as error:
+        DelethinkParams(**fields)
+    assert error.value.problems == problems and str(error.value) == "; ".join(problems)
+
+
+def test_the_smallest_values_each_rule_allows():
+    # C = 2 holds a carry-over of 0 + 1 and one new token; a later chunk may write 1 token
+    p = DelethinkParams(chunk_size=2, keep_head=0, keep_tail=1, max_chunks=1, intermediate_max_new_tokens=1)
+    assert (p.carry, p.intermediate_budget, p.thinking_budget) == (1, 1, 2)
+    assert DelethinkParams(**{**TINY, "intermediate_max_new_tokens": 1}).thinking_budget == 32 + 6 * 1
+
+
 def test_every_problem_is_reported_at_once():
     with pytest.raises(DelethinkParamsError) as error:
         DelethinkParams(keep_head=-1, max_chunks=0, trimmer="middle")

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e_utils import HANG_S
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = {
     "examples/reproduce_rl_training/longcot_8k.sh": ["LongCoT", "thinking budget 8192 ", "1024 trajectories"],
@@ -61,7 +63,7 @@ ESTIMATES = {
 def dry_run(script, *overrides):
     env = {**os.environ, "DRY_RUN": "1", "PYTHON": sys.executable}
     return subprocess.run(["bash", str(REPO / script), *overrides], env=env, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+                          timeout=HANG_S)  # fmt: skip
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from tests.e2e_utils import HANG_S
 from verl.config import ConfigError, compose_config
 from verl.trainer.config_loader import config_warnings, load_config
 
@@ -127,7 +128,7 @@ def test_the_cli_prints_the_warning_at_start_up():
         f"{LOSS}=token-mean",
     ]
     done = subprocess.run([sys.executable, *command], cwd=REPO, env={**os.environ, "DRY_RUN": "1"},
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+                          capture_output=True, text=True, timeout=HANG_S)  # fmt: skip
     assert done.returncode == 0, done.stderr
     warning = f"config warning: {LOSS}='token-mean' mixes thinking environments: environment=delethink"
     assert warning in done.stderr

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from tests.e2e_utils import tiny_config
+from tests.e2e_utils import HANG_S, tiny_config
 from verl.agent_loop.gym import GymAgentLoop, continuation_ids, run_episode
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
 from verl.config import ConfigError
@@ -67,7 +67,7 @@ def request(question="a3 b5", answer="8"):
     return EnvRequest([{"role": "user", "content": question}], "synthetic/running_sum", answer, seed=1)
 
 
-def episode(tokenizer, env_config, replies, ctx=None, max_turns=4, timeout=5.0, train_on="last"):
+def episode(tokenizer, env_config, replies, ctx=None, max_turns=4, timeout=HANG_S, train_on="last"):
     engine = ScriptedEngine(tokenizer, replies)
     env = make_env(env_config)
     traj = asyncio.run(
@@ -276,6 +276,8 @@ def test_episode_prompts_extend_by_tokens_unless_the_context_was_rewritten(token
     ],
 )
 def test_a_failing_env_ends_its_episode_with_a_recorded_error(tokenizer, env_config, error):
+    # a short limit, yet no load can trip it but the sleep's: asyncio.wait_for never times out a call that
+    # returns without waiting, as every other reset and step of this env does
     traj, _, _ = episode(tokenizer, {"name": "flaky", **env_config}, ["r1", "r2", "r3"], timeout=0.2)
     assert traj.info["error"] == error and traj.info["trajectory_infos"][-1] == {"error": error}
     assert env_metrics("env", [traj])["env/error_rate"] == 1.0
@@ -316,7 +318,7 @@ def test_gym_loop_closes_every_env_and_shutdown_closes_leftovers(tokenizer, tmp_
         f"from verl.envs.plugins import import_plugins; import_plugins([{str(PLUGIN)!r}]); "
         f"from verl.envs import make_env; make_env({{'name': 'flaky', 'close_marker': {str(marker)!r}}})"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent, timeout=60)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent, timeout=HANG_S)
     assert marker.read_text() == "closed"
 
 

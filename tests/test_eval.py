@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e_utils import HANG_S
 from verl.config import CONFIG_DIR, ConfigError
 from verl.eval.config import load_eval_config, resolve_model_dir
 from verl.eval.summary import summarise_run
@@ -58,7 +59,7 @@ def read_samples(out_dir: Path) -> list[dict]:
 def run_cli(*overrides: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "verl.trainer.main_eval", *overrides],
-        cwd=cwd, capture_output=True, text=True, timeout=120,
+        cwd=cwd, capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
 
 

@@ -7,6 +7,8 @@ import pytest
 import torch
 import transformers
 
+from tests.e2e_utils import HANG_S
+from tests.tolerances import assert_forward_close
 from verl.core.engine import SamplingParams
 from verl.tools.cost_model import qwen2_dims, sequence_cost
 from verl.workers.rollout.hf_engine import HFRolloutEngine, prefill_inputs
@@ -100,6 +102,7 @@ def test_sample_next_tokens_against_hand_computed_rows():
     assert torch.allclose(log_probs, torch.tensor(expected).log(), atol=1e-6)
 
 
+@pytest.mark.compares_runs
 def test_sample_unfiltered_is_sample_next_tokens_bit_for_bit_on_its_rows():
     generator = torch.Generator().manual_seed(0)
     logits = torch.randn(64, 263, generator=generator) * 4
@@ -176,6 +179,7 @@ def test_sampled_frequencies_match_the_distribution(temperature, top_p, top_k, e
     assert (frequencies - expected).abs().max() < 0.025
 
 
+@pytest.mark.compares_runs
 def test_greedy_batched_equals_one_at_a_time_with_mixed_lengths():
     model = make_model()
     requests = [
@@ -189,9 +193,10 @@ def test_greedy_batched_equals_one_at_a_time_with_mixed_lengths():
     for b, a in zip(batched, alone, strict=True):
         assert b.token_ids == a.token_ids
         assert b.finish_reason == a.finish_reason
-        assert torch.allclose(torch.tensor(b.log_probs), torch.tensor(a.log_probs), atol=1e-5)
+        assert_forward_close(torch.tensor(b.log_probs), torch.tensor(a.log_probs))
 
 
+@pytest.mark.compares_runs
 def test_greedy_matches_hf_generate_token_for_token():
     model = make_model()
     prompts = [make_prompt(3 + 5 * i, offset=2 * i) for i in range(5)]
@@ -206,6 +211,7 @@ def test_greedy_matches_hf_generate_token_for_token():
         assert out.token_ids == generated[0, len(prompt) :].tolist()
 
 
+@pytest.mark.compares_runs
 def test_log_probs_match_full_sequence_forward():
     model = make_model()
     params = [
@@ -220,7 +226,7 @@ def test_log_probs_match_full_sequence_forward():
     for (prompt, p), out in zip(requests, outputs, strict=True):
         assert len(out.token_ids) == 16 and len(out.log_probs) == 16
         expected, logits = full_forward_log_probs(model, prompt, out.token_ids, p.temperature)
-        assert torch.allclose(torch.tensor(out.log_probs), expected, atol=1e-5)
+        assert_forward_close(torch.tensor(out.log_probs), expected)
         if p.temperature == 0:
             assert out.token_ids == logits.argmax(dim=-1).tolist()
 
@@ -238,6 +244,7 @@ def greedy_reference(
     return tokens, "length"
 
 
+@pytest.mark.compares_runs
 def test_finish_reasons_eos_included_and_per_row_max_new_tokens():
     model = make_model()
     prompts = [make_prompt(6), make_prompt(9, offset=5), make_prompt(4, offset=11)]
@@ -257,8 +264,8 @@ def test_finish_reasons_eos_included_and_per_row_max_new_tokens():
     for out, (tokens, reason), prompt in zip(outputs, expected, prompts, strict=True):
         assert out.token_ids == tokens  # eos included when it stopped the row
         assert out.finish_reason == reason
-        assert torch.allclose(
-            torch.tensor(out.log_probs), full_forward_log_probs(model, prompt, tokens, 0.0)[0], atol=1e-4
+        assert_forward_close(
+            torch.tensor(out.log_probs), full_forward_log_probs(model, prompt, tokens, 0.0)[0]
         )
 
     lengths = [1, 5, 9]
@@ -269,6 +276,7 @@ def test_finish_reasons_eos_included_and_per_row_max_new_tokens():
     assert all(o.finish_reason == "length" for o in outputs)
 
 
+@pytest.mark.compares_runs
 def test_ignore_eos_writes_max_new_tokens_with_the_same_tokens():
     model = make_model()
     prompt = make_prompt(6)
@@ -327,6 +335,7 @@ def sampled_reference(model, prompt: list[int], params: SamplingParams) -> list[
     return tokens
 
 
+@pytest.mark.compares_runs
 def test_batched_cached_decoding_samples_the_tokens_of_an_uncached_reference_loop():
     # what every change to the decode step must keep: the tokens of each seed, whatever the batch
     model = make_model()
@@ -343,6 +352,7 @@ def test_batched_cached_decoding_samples_the_tokens_of_an_uncached_reference_loo
         assert out.token_ids == sampled_reference(model, prompt, p)
 
 
+@pytest.mark.compares_runs
 def test_seeded_sampling_ignores_batch_composition():
     model = make_model()
     prompt = make_prompt(7)
@@ -354,13 +364,14 @@ def test_seeded_sampling_ignores_batch_composition():
     ]
     in_batch = run(engine, others[:3] + [(prompt, seeded)] + others[3:])[3]
     assert in_batch.token_ids == alone.token_ids
-    assert in_batch.log_probs == pytest.approx(alone.log_probs, abs=1e-5)
+    assert_forward_close(torch.tensor(in_batch.log_probs), torch.tensor(alone.log_probs))
     again = run(engine, [(prompt, seeded)])[0]
     assert again.token_ids == alone.token_ids
     other_seed = run(engine, [(prompt, SamplingParams(max_new_tokens=20, temperature=1.0, seed=124))])[0]
     assert other_seed.token_ids != alone.token_ids
 
 
+@pytest.mark.compares_runs
 def test_seeded_request_joining_mid_decode_samples_as_if_alone():
     model = make_model()
     prompt, seeded = make_prompt(7), SamplingParams(max_new_tokens=20, temperature=1.0, seed=123)
@@ -383,7 +394,7 @@ def test_seeded_request_joining_mid_decode_samples_as_if_alone():
     joined = asyncio.run(main())
     assert engine.num_prefills == 2 and engine.max_rows_per_forward == 6  # it joined the running five
     assert joined.token_ids == alone.token_ids
-    assert joined.log_probs == pytest.approx(alone.log_probs, abs=1e-5)
+    assert_forward_close(torch.tensor(joined.log_probs), torch.tensor(alone.log_probs))
 
 
 def test_unseeded_requests_follow_the_engine_seed():
@@ -396,6 +407,7 @@ def test_unseeded_requests_follow_the_engine_seed():
     assert first[0].token_ids != first[1].token_ids
 
 
+@pytest.mark.compares_runs
 @pytest.mark.parametrize("tie", [False, True])
 def test_update_weights_in_place_matches_a_fresh_model(tie):
     old, new = make_model(seed=0, tie=tie), make_model(seed=1, tie=tie)
@@ -415,9 +427,9 @@ def test_update_weights_in_place_matches_a_fresh_model(tie):
     after = run(engine, requests)
     fresh = run(HFRolloutEngine(new, eos_token_ids=[EOS], pad_token_id=PAD), requests)
     assert before[1].log_probs != pytest.approx(after[1].log_probs, abs=1e-3)
-    for a, f in zip(after, fresh, strict=True):
+    for a, f in zip(after, fresh, strict=True):  # the same weights through the same code: bit for bit
         assert a.token_ids == f.token_ids
-        assert a.log_probs == pytest.approx(f.log_probs, abs=1e-6)
+        assert a.log_probs == f.log_probs
 
 
 def test_update_weights_rejects_bad_entries_without_touching_the_model():
@@ -451,6 +463,7 @@ def test_bad_requests_are_rejected_with_a_clear_error(prompt, params, message):
     assert engine.num_forward_calls == 0
 
 
+@pytest.mark.compares_runs
 def test_request_submitted_mid_decode_joins_the_running_batch():
     model = make_model()
     engine = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD)
@@ -475,9 +488,10 @@ def test_request_submitted_mid_decode_joins_the_running_batch():
         HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD), [follow_up_request, long_request]
     )
     assert [follow_up.token_ids, long.token_ids] == [a.token_ids for a in alone]
-    assert long.log_probs == pytest.approx(alone[1].log_probs, abs=1e-5)
+    assert_forward_close(torch.tensor(long.log_probs), torch.tensor(alone[1].log_probs))
 
 
+@pytest.mark.compares_runs
 def test_queued_request_takes_a_freed_row_while_others_decode():
     model = make_model()
     engine = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD, max_num_seqs=2)
@@ -505,6 +519,7 @@ def test_queued_request_takes_a_freed_row_while_others_decode():
     assert [o.token_ids for o in outputs] == [a.token_ids for a in alone]
 
 
+@pytest.mark.compares_runs
 def test_finished_rows_leave_and_moved_rows_keep_their_cache():
     model = make_model()
     rows_per_forward = []
@@ -528,7 +543,7 @@ def test_finished_rows_leave_and_moved_rows_keep_their_cache():
     for prompt, n, out in zip(prompts, max_new, outputs, strict=True):
         assert out.token_ids == greedy_reference(model, prompt, n, eos_ids=[])[0]
         expected, _ = full_forward_log_probs(model, prompt, out.token_ids, 0.0)
-        assert torch.allclose(torch.tensor(out.log_probs), expected, atol=1e-5)
+        assert_forward_close(torch.tensor(out.log_probs), expected)
 
 
 def test_prefix_store_finds_the_longest_stored_prefix_and_starts_over_when_full():
@@ -583,6 +598,7 @@ def test_prefix_store_answers_as_a_scan_of_every_entry_does():
         assert match.length == max(lengths) and match.keys[0][0, 0, 0] == expected
 
 
+@pytest.mark.compares_runs
 def test_identical_prompts_prefill_once_and_sample_as_if_apart():
     model = make_model()
     prompt = make_prompt(12)
@@ -594,9 +610,10 @@ def test_identical_prompts_prefill_once_and_sample_as_if_apart():
     apart = run_one_at_a_time(HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD), requests)
     for out, alone in zip(outputs, apart, strict=True):
         assert out.token_ids == alone.token_ids
-        assert torch.allclose(torch.tensor(out.log_probs), torch.tensor(alone.log_probs), atol=1e-5)
+        assert_forward_close(torch.tensor(out.log_probs), torch.tensor(alone.log_probs))
 
 
+@pytest.mark.compares_runs
 def test_delethink_chunks_reuse_the_question_and_head_and_sample_the_same_tokens():
     from verl.agent_loop.delethink import DelethinkAgentLoop
     from verl.agent_loop.manager import run_agent_loops
@@ -617,9 +634,7 @@ def test_delethink_chunks_reuse_the_question_and_head_and_sample_the_same_tokens
     for a, b in zip(got, expected, strict=True):
         assert [t.response_ids for t in a.turns] == [t.response_ids for t in b.turns]
         for ta, tb in zip(a.turns, b.turns, strict=True):
-            assert torch.allclose(
-                torch.tensor(ta.rollout_log_probs), torch.tensor(tb.rollout_log_probs), atol=1e-5
-            )
+            assert_forward_close(torch.tensor(ta.rollout_log_probs), torch.tensor(tb.rollout_log_probs))
     # chunks 2..4 of every trace start with question + head, so those tokens are copied, not prefilled
     questions = sum(len(it.prompt_ids) for it in items)
     assert reusing.num_reused_prompt_tokens >= 3 * (questions + 3 * params.keep_head)
@@ -737,7 +752,7 @@ def test_decode_error_reaches_every_waiting_request():
 
     async def main():
         coros = (engine.generate(p, s) for p, s in requests)
-        return await asyncio.wait_for(asyncio.gather(*coros, return_exceptions=True), timeout=20)
+        return await asyncio.wait_for(asyncio.gather(*coros, return_exceptions=True), timeout=HANG_S)
 
     results = asyncio.run(main())
     assert len(results) == 4
@@ -777,7 +792,7 @@ def test_engine_refuses_a_second_event_loop_while_the_first_is_mid_decode():
     stalled.run_until_complete(start_decoding())  # the loop then stops mid-decode, its worker suspended
     second_request = engine.generate(make_prompt(5), SamplingParams(max_new_tokens=5))
     with pytest.raises(RuntimeError, match="another event loop"):  # rather than wait forever
-        asyncio.run(asyncio.wait_for(second_request, timeout=10))
+        asyncio.run(asyncio.wait_for(second_request, timeout=HANG_S))
     leftovers = asyncio.all_tasks(stalled)
     for task in leftovers:
         task.cancel()

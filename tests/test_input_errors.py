@@ -8,6 +8,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
-from tests.e2e_utils import tiny_config
+from tests.e2e_utils import HANG_S, tiny_config
 from verl.config import ConfigError, PolicyIterationConfig, TaskConfig, TrainerConfig, compose_config
 from verl.data.tasks import load_split, load_task
 from verl.eval.config import EvalConfig, load_eval_config
@@ -48,11 +49,9 @@ def no_ray(monkeypatch):
 
 
 def exit_line(run, config) -> str:
-    """The message `run(config)` exits with; it must come within seconds and be one line."""
-    start = time.monotonic()
+    """The message `run(config)` exits with (`no_ray`: before Ray starts); it must be one line."""
     with pytest.raises(SystemExit) as exited:
         run(config)
-    assert time.monotonic() - start < 30  # tokenising the 72 tiny rows; a loaded 2-core box is slow
     message = str(exited.value.code)
     assert "\n" not in message
     return message
@@ -114,9 +113,15 @@ def test_a_tokenizer_without_a_chat_template_is_refused(tiny_assets, tmp_path):
 def test_a_local_path_with_a_typo_is_never_sent_to_the_hub(tiny_assets, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     shutil.copytree(tiny_assets / "model", tmp_path / "models" / "tiny")
-    start = time.monotonic()
+    connections = []  # every connection attempt (a hub request opens one), failed at once
+
+    def no_network(sock, address):
+        connections.append(address)
+        raise OSError("the network is not for config checks")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
     message = model_config_error(tiny_assets, tmp_path, "models/tiyn")  # looks like org/name
-    assert time.monotonic() - start < 10  # no hub retries
+    assert connections == []
     assert message == (
         f"{MODEL_KEY}='models/tiyn': no such model directory (models/ is a local directory, so this is not a "
         "hub id); did you mean 'models/tiny'?"
@@ -139,7 +144,7 @@ def test_the_cli_refuses_an_incomplete_model_in_one_line(tiny_assets, tmp_path):
         [sys.executable, "-m", "verl.trainer.main_policy_iteration", "--config-name=tiny_longcot",
          f"{MODEL_KEY}={model}", f"data.train_files=[{tiny_assets / 'data' / 'train.jsonl'}]",
          f"data.val_files=[{tiny_assets / 'data' / 'val.jsonl'}]", f"hydra.run.dir={tmp_path / 'hydra'}"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO, capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.startswith(
@@ -309,7 +314,7 @@ def test_a_key_typo_on_the_command_line_gets_a_did_you_mean(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "verl.trainer.main_policy_iteration", "--config-name=tiny_longcot",
          "data.trian_batch_size=8", f"hydra.run.dir={tmp_path / 'hydra'}"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO, capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
     assert result.returncode == 2
     assert result.stderr == (
@@ -416,14 +421,14 @@ def test_sigterm_stops_a_run_cleanly_leaving_checkpoint_and_metrics(launcher, ti
             [sys.executable, "-c", RUN_TINY_LONGCOT, *overrides], cwd=REPO, stderr=stderr_file
         )
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + HANG_S
         while (
             not (run_dir / "global_step_1").is_dir() and time.monotonic() < deadline and proc.poll() is None
         ):
             time.sleep(0.5)
         assert (run_dir / "global_step_1").is_dir(), log.read_text()[-3000:]
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=120)
+        proc.wait(timeout=HANG_S)
     finally:
         proc.kill()
     stderr = log.read_text()
@@ -456,11 +461,52 @@ def python_without_the_project(tmp_path_factory) -> Path:
     return venv / "bin" / "python"
 
 
+def test_without_PYTHON_a_script_runs_the_checkouts_venv_else_python_on_path(
+    tmp_path, python_without_the_project
+):
+    """`make install` leaves .venv/bin/python in the checkout, and a script run with PYTHON unset uses it;
+    without it, `python` on PATH. In a copy of examples/, a script that starts as every script does (from
+    the checkout root, sourcing python_env.sh) and prints the interpreter it got; .venv/bin/python runs
+    this interpreter, and the `python` on PATH one without the project."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO / "examples", checkout / "examples")
+    script = checkout / "examples" / "which_python.sh"
+    script.write_text(
+        'cd "$(dirname "$0")/.."\nsource examples/python_env.sh\n'
+        '"$PYTHON" -c "import sys; print(sys.argv[1])" "$PYTHON"\n'
+    )
+    venv_python = checkout / ".venv" / "bin" / "python"
+    path_python = tmp_path / "path" / "python"
+    for wrapper, python in ((venv_python, sys.executable), (path_python, python_without_the_project)):
+        wrapper.parent.mkdir(parents=True)
+        wrapper.write_text(f'#!/bin/sh\nexec {python} "$@"\n')
+        wrapper.chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHON"}
+    env["PATH"] = f"{path_python.parent}:{env['PATH']}"
+
+    def run_script():
+        return subprocess.run(
+            ["bash", str(script)], cwd="/", env=env, capture_output=True, text=True, timeout=60
+        )
+
+    done = run_script()
+    assert (done.returncode, done.stdout) == (0, ".venv/bin/python\n"), done.stderr
+    shutil.rmtree(checkout / ".venv")
+    done = run_script()
+    assert done.returncode == 2 and done.stderr.startswith("PYTHON=python cannot import torch"), done.stderr
+    # PYTHON, when set, wins over both
+    done = subprocess.run(["bash", str(script)], cwd="/", env={**env, "PYTHON": sys.executable},
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, f"{sys.executable}\n"), done.stderr
+
+
 @pytest.mark.parametrize("script", scripts_that_run_python(), ids=lambda s: str(s.relative_to(REPO)))
 def test_a_python_without_the_project_stops_a_script_with_one_line(script, python_without_the_project):
     """Run from another directory: the check must not count the checkout's verl/ as installed."""
     env = {**os.environ, "PYTHON": str(python_without_the_project), "NODE_RANK": "0", "DRY_RUN": "1"}
-    done = subprocess.run(["bash", str(script)], cwd="/", env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["bash", str(script)], cwd="/", env=env, capture_output=True, text=True, timeout=HANG_S
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
         f"PYTHON={python_without_the_project} cannot import torch, transformers, hydra and verl: run 'make "

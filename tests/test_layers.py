@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.e2e_utils import HANG_S
+
 ROOT = Path(__file__).resolve().parent.parent
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
@@ -18,7 +20,7 @@ def lint_imports(tree: Path) -> subprocess.CompletedProcess:
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.e2e_utils import asset_paths, tiny_longcot_with
+from tests.e2e_utils import HANG_S, asset_paths, tiny_longcot_with
 from verl.config import ConfigError
 
 MODEL = "actor_rollout_ref.model"
@@ -73,7 +73,7 @@ def test_cli_exits_2_on_a_missing_target_module_before_ray(tiny_assets, tmp_path
         [sys.executable, "-m", "verl.trainer.main_policy_iteration", "--config-name=tiny_longcot",
          *asset_paths(tiny_assets), f"{MODEL}.lora_rank=4", f"{MODEL}.target_modules=[qproj]",
          f"hydra.run.dir={tmp_path / 'run'}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.startswith("config error: ")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from tests.e2e_utils import HANG_S
 from verl.data import shift_register as sr
 from verl.eval import paired
 from verl.tools.results import load_record
@@ -295,7 +296,7 @@ def run_recipe(tmp_path: Path, *overrides: str, **env: str) -> subprocess.Comple
     env = {**os.environ, "SIZE": "smoke", "OUT": str(tmp_path / "out"), "PYTHON": sys.executable, **env}
     command = ["bash", str(RECIPE / "run.sh"), "trainer.logger=[console,jsonl]", "trainer.launcher=local"]
     return subprocess.run(
-        [*command, *overrides], cwd=REPO, env=env, capture_output=True, text=True, timeout=1200
+        [*command, *overrides], cwd=REPO, env=env, capture_output=True, text=True, timeout=HANG_S
     )
 
 
@@ -367,13 +368,17 @@ def test_the_recipe_over_two_seeds_at_smoke_size_writes_every_table(tmp_path):
     changed = run_recipe(tmp_path, SEEDS="1 2", SFT_ARGS="train.check_every=3", STEPS="2")
     assert changed.returncode == 2 and "STEPS was '1', now '2'" in changed.stderr
     assert "==== seed" not in changed.stdout
-    # FORCE=1 records the new settings and redoes the stages
+    # FORCE=1 records the new settings and redoes the stages (of the seeds it is given)
     forced = run_recipe(
-        tmp_path, SEEDS="1 2", SFT_ARGS="train.check_every=3", STEPS="2", FORCE="1", STOP_AFTER="sft"
+        tmp_path, SEEDS="1", SFT_ARGS="train.check_every=3", STEPS="2", FORCE="1", STOP_AFTER="sft"
     )
     assert forced.returncode == 0, forced.stderr[-3000:]
-    for seed in (1, 2):
-        assert json.loads((out / f"seed_{seed}" / run_config.CONFIG_FILE).read_text())["STEPS"] == "2"
+    assert "sft:" in forced.stderr  # the warm start trained again
+    steps = {
+        seed: json.loads((out / f"seed_{seed}" / run_config.CONFIG_FILE).read_text())["STEPS"]
+        for seed in (1, 2)
+    }
+    assert steps == {1: "2", 2: "1"}
 
 
 def test_bad_seeds_stop_the_recipe_before_any_stage(tmp_path):
@@ -625,8 +630,19 @@ def test_step_errors_runs_on_the_tiny_model(tiny_assets, capsys):
     assert rows[3].startswith("| 0 | ") and rows[3].count("(9)") == 1 and "(12)" in rows[3]
 
 
+def test_step_errors_says_where_each_head_looks_at_the_first_steps(tiny_assets):
+    table = step_errors.head_offsets(tiny_assets / "model", 2, 5, 6, seed=0).splitlines()
+    heads = [f"L{layer}H{head}" for layer in range(2) for head in range(4)]  # the tiny model's shape
+    assert table[0] == "| token | " + " | ".join(heads) + " |"
+    assert [row.split(" | ")[0] for row in table[2:]] == [f"| {label}" for label in step_errors.HEAD_TOKENS]
+    for row in table[2:]:  # per head: the offset it weighs most (never ahead of the token), and its weight
+        for cell in row.strip("| ").split(" | ")[1:]:
+            offset, weight = cell.split(" (")
+            assert int(offset) < 0 and 0 < float(weight.rstrip(")")) <= 1
+
+
 def test_failure_start_names_where_a_sample_first_leaves_its_reference(tmp_path):
-    question = "<|user|>8103 n=002<|assistant|><think>"  # reference: 002:8103 001:1039 000:0391
+    question = "<|user|>002:8103<|assistant|><think>"  # reference: 002:8103 001:1039 000:0391
     answer = "</think>\\boxed{0391}<|end|>"
 
     def sample(*responses: str, mode: str = "delethink", score: float = 0.0) -> dict:

@@ -11,7 +11,7 @@ from verl.utils.math_data import VENDORED_MATH_DIR
 from verl.utils.reward_score.math_verify import compute_scores
 
 MATH500 = VENDORED_MATH_DIR / "math500.jsonl"
-TIMEOUT_S = 30.0  # per item; a loaded 2-core box must not turn a slow verify into a miss
+TIMEOUT_S = 30.0  # per item, a safety net: a loaded 2-core box must not turn a slow verify into a miss
 KNOWN_MISSES: set[str] = set()  # unique_ids math-verify wrongly rejects; none today
 
 

@@ -28,9 +28,28 @@ def test_majority_vote():
     # a tie goes to the answer seen first
     assert majority_vote_score(["8", "7", "7", "8"], [1.0, 0.0, 0.0, 1.0]) == 1.0
     assert majority_vote_score([None, None], [0.0, 0.0]) == 0.0
+    # the majority is not the first answer seen
+    assert majority_vote_score([None, "7", "8", "8"], [0.0, 0.0, 1.0, 1.0]) == 1.0
 
 
 def test_problem_metrics():
     m = problem_metrics(["3", "3", "5", None], [1.0, 1.0, 0.0, 0.0], ks=[1, 2, 8])
     # mean 2/4; majority "3" is right; pass@2 = 1 - C(2,2)/C(4,2) = 1 - 1/6
     assert m == pytest.approx({"mean@4": 0.5, "maj@4": 1.0, "pass@1": 0.5, "pass@2": 5 / 6})
+
+
+def test_the_bounds_of_pass_at_k():
+    # every sample right, or k = N: certain; one sample, wrong: never
+    assert pass_at_k(4, 4, 2) == 1.0 and pass_at_k(4, 1, 4) == 1.0 and pass_at_k(1, 0, 1) == 0.0
+    # N = 3, c = 1, k = 2 (the loop's last factor at i = N): 1 - (1 - 2/3) = 2/3
+    assert pass_at_k(3, 1, 2) == pytest.approx(2 / 3)
+    message = r"^need 0 <= correct \({}\) <= samples \(4\) and 1 <= k \({}\) <= samples$"
+    for correct, k in ((-1, 1), (5, 1), (1, 0), (1, 5)):
+        with pytest.raises(ValueError, match=message.format(correct, k)):
+            pass_at_k(4, correct, k)
+
+
+def test_problem_metrics_take_k_up_to_n_and_count_positive_scores_as_correct():
+    m = problem_metrics(["1", "2"], [0.0, 0.5], ks=[1, 2, 3])
+    # one right (0.5 > 0; a zero score is wrong) of two: pass@1 = 1/2, pass@2 = 1; pass@3 is out of range
+    assert m == {"mean@2": 0.25, "maj@2": 0.0, "pass@1": 0.5, "pass@2": 1.0}

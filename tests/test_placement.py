@@ -3,7 +3,6 @@
 real sockets. The Ray side runs in tests/test_multi_node.py."""
 
 import socket
-import time
 
 import pytest
 
@@ -94,16 +93,35 @@ def test_split_address():
     assert cluster.split_address("auto") is None and cluster.split_address("ray://h:10001") is None
 
 
-def test_a_head_that_listens_answers_and_a_closed_port_is_reported_after_the_timeout():
+class SteppedClock:
+    """time.monotonic and time.sleep for cluster.py: a sleep moves the clock on, and nothing waits."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        assert self.now < 60, "still waiting a minute on: a deadline was missed"
+
+
+def test_a_head_that_listens_answers_and_a_closed_port_is_reported_after_the_timeout(monkeypatch):
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))
         listening.listen()
         address = f"127.0.0.1:{listening.getsockname()[1]}"
         assert cluster.head_problem(address, 5.0) is None
-    started = time.monotonic()
-    problem = cluster.head_problem(address, 1.0)  # closed now
-    assert 1.0 <= time.monotonic() - started < 5.0
-    assert problem.startswith("nothing answered there within 1 s (") and "refused" in problem
+    clock = SteppedClock()
+    monkeypatch.setattr(cluster, "time", clock)
+    problem = cluster.head_problem(address, 3.0)  # closed now
+    # it tried again every POLL_S until the deadline, and gave up at the first try past it
+    assert clock.sleeps == [cluster.POLL_S] * len(clock.sleeps)
+    assert clock.now >= 3.0 > clock.now - cluster.POLL_S
+    assert problem.startswith("nothing answered there within 3 s (") and "refused" in problem
 
 
 def test_the_cluster_command_says_how_to_call_it(capsys):

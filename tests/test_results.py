@@ -56,7 +56,8 @@ def test_a_record_renders_its_meta_line_tables_and_notes():
     assert results.render_entry(record) == [
         '### <a id="bench"></a>A benchmark',
         "",
-        "2026-01-02 · commit abc1234 · 2-core CPU · [record](results/bench.yaml) · `python benchmarks/x.py`",
+        "2026-01-02 · commit abc1234 · 2-core CPU · method: [benchmarks/README.md](../benchmarks/README.md)"
+        " · [record](results/bench.yaml) · `python benchmarks/x.py`",
         "",
         "Two cases.",
         "",

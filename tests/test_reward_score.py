@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e_utils import HANG_S
 from verl.utils.math_data import VENDORED_MATH_DIR
 from verl.utils.reward_score import (
     default_compute_score,
@@ -20,8 +21,12 @@ from verl.utils.reward_score import (
 from verl.utils.reward_score.math_verify import compute_score, compute_scores
 
 REPO = Path(__file__).resolve().parents[1]
-# math-verify (its timeouts off) never finishes this: sympy tries to evaluate the power tower
+# math-verify never finishes this (its own limits cannot cut the C call short): sympy tries to evaluate the
+# power tower
 PATHOLOGICAL = "</think>\\boxed{9^{9^{9^{9}}}}"
+# A limit for batches that hold PATHOLOGICAL beside well-formed answers: those take about 0.05 s of CPU, so a
+# hundred times that leaves any crowd on the machine room, and the batch waits it out once.
+BATCH_LIMIT_S = 5.0
 
 
 def boxed(answer) -> str:
@@ -140,19 +145,41 @@ def test_safe_from_a_thread_pool():
     assert scores == [0.0 if i % 3 == 0 else 1.0 for i in range(24)]
 
 
+def test_the_time_scale_multiplies_every_limit_and_is_checked(monkeypatch):
+    def limits(scale: str | None) -> list[str]:
+        """The limits as a fresh process (a scoring child) computes them under VERL_SCORING_TIME_SCALE."""
+        env = {k: v for k, v in os.environ.items() if k != "VERL_SCORING_TIME_SCALE"}
+        code = "from verl.utils.reward_score import math_verify as m\n"
+        code += "print(m.DEFAULT_TIMEOUT_S, m.PARSE_TIMEOUT_S, m.VERIFY_TIMEOUT_S)"
+        env |= {} if scale is None else {"VERL_SCORING_TIME_SCALE": scale}
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=HANG_S
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout.split()
+
+    assert limits(None) == ["5.0", "1", "2"]  # the reference's, unless asked
+    assert limits("3") == ["15.0", "3", "6"]
+    for bad in ("0", "-1", "fast"):
+        monkeypatch.setenv("VERL_SCORING_TIME_SCALE", bad)
+        with pytest.raises(ValueError, match=f"VERL_SCORING_TIME_SCALE='{bad}': must be a number > 0"):
+            math_verify.time_scale()
+
+
 def test_a_pathological_answer_is_cut_off_and_its_process_killed():
     math_verify.warm_up_pool(1)
     before = set(math_verify._pool.pids())
     start = time.perf_counter()
-    assert compute_score("math", PATHOLOGICAL, "1", timeout_s=1.0) == 0.0
-    assert time.perf_counter() - start < 1.0 + 2.0
+    assert compute_score("math", PATHOLOGICAL, "1", timeout_s=1.0) == 0.0  # it never finishes by itself
+    # cut at its own limit, not at the default's (DEFAULT_TIMEOUT_S, 150 s under the tests' time scale)
+    assert 1.0 <= time.perf_counter() - start < math_verify.DEFAULT_TIMEOUT_S
     killed = before - set(math_verify._pool.pids())
     assert len(killed) == 1
     with pytest.raises(ProcessLookupError):  # the stuck process was killed
         os.kill(killed.pop(), 0)
     # in a batch the items on either side of the pathological one are scored normally
-    scores = compute_scores([boxed(2), PATHOLOGICAL, boxed(3), boxed(5)], ["2", "1", "3", "4"], timeout_s=1.0)
-    assert scores == [1.0, 0.0, 1.0, 0.0]
+    solutions = [boxed(2), PATHOLOGICAL, boxed(3), boxed(5)]
+    assert compute_scores(solutions, ["2", "1", "3", "4"], timeout_s=BATCH_LIMIT_S) == [1.0, 0.0, 1.0, 0.0]
     assert compute_score("math", boxed("\\frac{1}{2}"), "0.5") == 1.0
 
 
@@ -172,7 +199,9 @@ def run_scoring_script(body: str) -> subprocess.Popen:
     )
 
 
-def wait_until_gone(pid: int, seconds: float) -> bool:
+def wait_until_gone(pid: int, seconds: float = 120.0) -> bool:
+    """Whether process `pid` ends within `seconds`: a safety net, as the processes waited for here end
+    within a couple of seconds or never."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -189,10 +218,10 @@ def test_the_worker_exits_with_its_parent():
     parent = run_scoring_script("""
         print(mv.compute_score("m", "</think>\\\\boxed{1}", "1"), *mv._pool.pids(), flush=True)
     """)
-    out, _ = parent.communicate(timeout=60)
+    out, _ = parent.communicate(timeout=HANG_S)
     score, *worker_pids = out.split()
     assert score == "1.0" and worker_pids
-    assert all(wait_until_gone(int(pid), 5.0) for pid in worker_pids)
+    assert all(wait_until_gone(int(pid)) for pid in worker_pids)
 
     # the parent killed (no atexit) while its worker is stuck on a pathological answer
     parent = run_scoring_script(f"""
@@ -204,8 +233,9 @@ def test_the_worker_exits_with_its_parent():
     time.sleep(0.5)  # let the process get stuck
     parent.kill()
     parent.wait()
-    # sympy holds the GIL there, so only a watchdog outside Python can end it: after limit + grace
-    assert all(wait_until_gone(pid, 10.0) for pid in worker_pids)
+    # sympy holds the GIL there, so only a watchdog outside Python can end it, after limit + grace: the
+    # answer never finishes, so without the watchdog the process would outlive any wait
+    assert all(wait_until_gone(pid) for pid in worker_pids)
 
 
 @pytest.mark.slow
@@ -230,10 +260,10 @@ def test_inside_ray_actors(ray_session):  # the session's Ray instance, from con
     asynchronous = ray.remote(num_cpus=0)(AsyncScorer).remote()
     calls = [plain.score.remote(solutions, truths), asynchronous.score.remote(solutions, truths)]
     calls += [threaded.score.remote(solutions, truths) for _ in range(4)]
-    assert ray.get(calls, timeout=120) == [[1.0, 0.0, 1.0]] * 6
+    assert ray.get(calls, timeout=HANG_S) == [[1.0, 0.0, 1.0]] * 6  # a safety net against a hang
     # the limit works there too, and a fresh process scores the next call
-    assert ray.get(threaded.score_with_limit.remote(PATHOLOGICAL, "1", 1.0), timeout=60) == 0.0
-    assert ray.get(threaded.score_with_limit.remote(boxed(4), "4", 1.0), timeout=60) == 1.0
+    assert ray.get(threaded.score_with_limit.remote(PATHOLOGICAL, "1", 1.0), timeout=HANG_S) == 0.0
+    assert ray.get(threaded.score_with_limit.remote(boxed(4), "4", BATCH_LIMIT_S), timeout=HANG_S) == 1.0
 
 
 def test_load_reward_function_default_and_from_a_file(tmp_path, monkeypatch):

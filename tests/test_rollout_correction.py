@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch.testing import assert_close
 from wandb.proto import wandb_internal_pb2
 
-from tests.e2e_utils import DELETHINK, ONE_PROCESS, tiny_config, tiny_longcot_with
+from tests.e2e_utils import DELETHINK, HANG_S, ONE_PROCESS, tiny_config, tiny_longcot_with
 from tests.test_checkpoint_retention import _entry_point
 from tests.test_local_launcher import assert_refused
 from tests.test_trajectory_weight import TRAJECTORIES, actor_batch
+from tests.tolerances import ULPS_PER_REDUCTION, assert_gradients_close, metric_approx, reordered_atol
 from verl.config import ActorConfig, ConfigError, CriticConfig
 from verl.core.batch import TokenLayout, TrainRow, collate_rows, pad_rows_to_multiple, select_rows
 from verl.core.core_algos import TRAJECTORY_MEAN_MODE
@@ -310,6 +310,7 @@ def test_a_rejected_trajectory_adds_nothing_to_the_actors_loss_or_statistics(mod
     assert policy_update(model, scrambled(batch), MODE)[1]["actor/pg_loss"] != metrics["actor/pg_loss"]
 
 
+@pytest.mark.compares_runs
 def test_a_rejected_trajectorys_tokens_leave_the_token_mean_denominator(model):
     """With token-mean the loss and statistics are those of the batch without the trajectory's rows (up to
     float32 rounding: the rows group into other micro-batches, which sum in another order)."""
@@ -318,9 +319,8 @@ def test_a_rejected_trajectorys_tokens_leave_the_token_mean_denominator(model):
     kept = select_rows(batch, batch["trajectory_index"] != REJECTED)
     without_grads, without = policy_update(model, kept, "token-mean")
     for key in ("actor/pg_loss", "actor/kl_loss", "actor/entropy", "actor/pg_clipfrac", "actor/ppo_kl"):
-        assert without[key] == pytest.approx(metrics[key], rel=1e-5), key
-    for name, grad in grads.items():
-        assert_close(grad, without_grads[name], atol=1e-6, rtol=1e-4)
+        assert without[key] == metric_approx(metrics[key]), key
+    assert_gradients_close(grads, without_grads)
 
 
 def test_a_rejected_trajectory_adds_nothing_to_the_critics_loss(model, tiny_assets):
@@ -336,10 +336,12 @@ def test_a_rejected_trajectory_adds_nothing_to_the_critics_loss(model, tiny_asse
     assert value_update(value_model, scrambled(batch))[1]["critic/vf_loss"] != metrics["critic/vf_loss"]
 
 
+@pytest.mark.compares_runs
 def test_the_trainer_rejects_before_the_advantages(tiny_assets, tmp_path):
     """The trainer's correction on a Delethink batch: the rejected trajectory's chunk rows leave the mask
     and keep no advantage, and a token-level estimator (REINFORCE++, which whitens over the batch's
-    tokens) gives the other trajectories what it gives them without it."""
+    tokens) gives the other trajectories what it gives them without it, up to the rounding of the
+    whitening's three reductions (mean, variance, the returns' sums) over tokens in another layout."""
     from verl.core.trajectory import PromptItem
     from verl.trainer.delethink_ppo.ray_trainer import RayDelethinkTrainer
     from verl.trainer.ppo.ray_trainer import TokenAdvantageInputs
@@ -371,7 +373,8 @@ def test_the_trainer_rejects_before_the_advantages(tiny_assets, tmp_path):
     kept = [i for i in range(6) if i != REJECTED]
     _, without, _ = advantages(kept)
     width = without.shape[1]
-    assert_close(with_rejected[kept][:, :width], without, rtol=1e-5, atol=1e-6)
+    atol = reordered_atol(without, 3 * ULPS_PER_REDUCTION)
+    torch.testing.assert_close(with_rejected[kept][:, :width], without, rtol=0, atol=atol)
     assert with_rejected[kept].abs().sum() > 0
 
 
@@ -480,8 +483,8 @@ def test_the_engine_in_bfloat16_shows_a_mismatch_and_float32_none(name, tiny_ass
 
 def logged_to_wandb(run_dir: Path) -> list[dict]:
     """The history of the offline wandb run in `run_dir`. wandb's service process writes it to the file
-    a moment after run.finish() has returned, so this waits for it (at most 30 s)."""
-    deadline = time.monotonic() + 30
+    a moment after run.finish() has returned, so this waits for it (HANG_S at most: a safety net)."""
+    deadline = time.monotonic() + HANG_S
     while True:
         (run_file,) = (run_dir / "wandb").glob("offline-run-*/run-*.wandb")
         rows = wandb_history(run_file)
@@ -542,6 +545,7 @@ def test_corrections_reach_the_loss(name, tiny_assets, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.compares_runs
 def test_bypass_mode_trains_against_the_engines_log_probs(tiny_assets, tmp_path):
     """One mini-batch, so the actor's ppo_kl is measured before its only optimizer step: against the
     trainer's own old log-probs it is about 0, against the engine's (bypass) it is the mean of log
@@ -559,3 +563,99 @@ def test_bypass_mode_trains_against_the_engines_log_probs(tiny_assets, tmp_path)
     assert abs(decoupled["actor/ppo_kl"]) < 1e-5
     assert bypass["actor/ppo_kl"] == pytest.approx(decoupled["rollout_corr/kl"], abs=1e-5)
     assert abs(bypass["actor/ppo_kl"]) > 1e-4  # the engine in bfloat16: far from the trainer's 0
+
+
+def test_bounds_are_inclusive_and_a_geometric_mean_divides_by_the_sequences_tokens():
+    # one token each: ratios 2 (0.5 / 0.25) and 0.5 (0.25 / 0.5); a padding row without tokens
+    old = torch.tensor([[0.5, 0.1], [0.25, 0.1], [0.3, 0.3]], dtype=torch.float64).log()
+    rollout = torch.tensor([[0.25, 0.1], [0.5, 0.1], [0.3, 0.3]], dtype=torch.float64).log()
+    mask = torch.tensor([[1, 0], [1, 0], [0, 0]])
+
+    def rejected(**bounds):
+        return correct(old, rollout, mask, **bounds).rejected.tolist()
+
+    # 2 and 1 / 2 sit on the bounds
+    assert rejected(rollout_rs="sequence", rollout_rs_threshold=2.0) == [False, False, False]
+    assert rejected(rollout_rs="sequence", rollout_rs_threshold=1.99) == [True, True, False]
+    # geometric over one token is the token's ratio
+    assert rejected(rollout_rs="geometric", rollout_rs_threshold=1.5, rollout_rs_threshold_lower=0.4) == [
+        True, False, False
+    ]  # fmt: skip
+    assert rejected(rollout_token_veto_threshold=0.5) == [False, False, False]  # a token at the veto stays
+    assert rejected(rollout_token_veto_threshold=0.51) == [False, True, False]
+
+
+def test_correction_errors_name_what_is_wrong():
+    with pytest.raises(ValueError, match=r"^rollout_is='token': expected one of \(None, 'sequence'\)$"):
+        correct(OLD, ROLLOUT, MASK, rollout_is="token")
+    with pytest.raises(
+        ValueError, match=r"^rollout_rs='token': expected one of \['sequence', 'geometric'\]$"
+    ):
+        correct(OLD, ROLLOUT, MASK, rollout_rs="token", rollout_rs_threshold=2.0)
+    with pytest.raises(
+        ValueError, match=r"^rollout_rs='sequence' needs rollout_rs_threshold \(its upper bound\)$"
+    ):
+        correct(OLD, ROLLOUT, MASK, rollout_rs="sequence")
+    with pytest.raises(
+        ValueError, match=r"^expected three equal \[sequences, T\] shapes, got \(2, 3\), \(2, 2\), \(2, 3\)$"
+    ):
+        correct(OLD, ROLLOUT[:, :2], MASK)
+
+
+@pytest.mark.slow
+@pytest.mark.compares_runs
+def test_fractional_sequence_weights_scale_each_rows_loss_through_the_trainer(tiny_assets, tmp_path):
+    """The PPO trainer's update (LongCoT: a row is a trajectory) on two trajectories whose rollout
+    log-probs are set so that their sequence ratios are 0.5 and 0.25. One mini-batch, so the update's only
+    optimizer step sees the policy the old log-probs came from: the PPO ratio is 1 and token-mean's loss
+    is -sum_i w_i A_i n_i / sum_i n_i. Again from the same state with the weights doubled (1, 0.5): the loss
+    and the gradient double. Tolerance: the actor recomputes the log-probs in float32 with other padding
+    (about 1e-6 relative), and a rollout log-prob is stored in float32 (its weight exact to about 1e-6)."""
+    from transformers import AutoTokenizer
+
+    from verl.core.trajectory import Trajectory, Turn
+    from verl.single_controller.local_worker_group import LocalWorkerGroup
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    config = tiny_config(
+        "tiny_longcot", tiny_assets, tmp_path, ONE_PROCESS,
+        "algorithm.rollout_correction.rollout_is=sequence",
+        "actor_rollout_ref.actor.loss_agg_mode=token-mean", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+    )  # fmt: skip
+    lengths, advantages = (3, 5), [2.0, -1.0]
+    g = torch.Generator().manual_seed(0)
+
+    def tokens(n):
+        return torch.randint(3, 200, (n,), generator=g).tolist()
+
+    turns = [(tokens(4), tokens(n)) for n in lengths]  # (prompt, response)
+    workers = LocalWorkerGroup(config)
+    try:
+        trainer = RayPPOTrainer(
+            config, AutoTokenizer.from_pretrained(tiny_assets / "model"), [], [], None, workers
+        )
+        plain = [Trajectory([Turn(p, r, [0.0] * len(r), "length")]) for p, r in turns]
+        old = workers.compute_log_prob(trainer.build_training_batch(plain, advantages)[0])
+
+        def trajectories_weighted(weights):
+            """The rollout's log-probs equal the old ones but on the first token, off by log w."""
+            out = []
+            for row, ((p, r), w) in enumerate(zip(turns, weights, strict=True)):
+                rollout = old[row, : len(r)].tolist()
+                rollout[0] -= math.log(w)
+                out.append(Trajectory([Turn(p, r, rollout, "length")]))
+            return out
+
+        workers.save_checkpoint(str(tmp_path / "start"))
+        first, _ = trainer.update(trajectories_weighted([0.5, 0.25]), advantages, {})
+        workers.load_checkpoint(str(tmp_path / "start"))
+        doubled, _ = trainer.update(trajectories_weighted([1.0, 0.5]), advantages, {})
+    finally:
+        workers.shutdown()
+    # rows: w A n = 0.5 x 2 x 3 = 3 and 0.25 x -1 x 5 = -1.25; the loss is -(3 - 1.25) / 8
+    assert first["rollout_corr/rollout_is_seq_mean"] == pytest.approx(0.375, rel=1e-5)
+    assert first["actor/pg_loss"] == pytest.approx(-1.75 / 8, rel=1e-5)
+    assert doubled["rollout_corr/rollout_is_seq_mean"] == pytest.approx(0.75, rel=1e-5)
+    assert doubled["actor/pg_loss"] == pytest.approx(-3.5 / 8, rel=1e-5)
+    assert first["actor/grad_norm"] > 0
+    assert doubled["actor/grad_norm"] == pytest.approx(2 * first["actor/grad_norm"], rel=1e-5)

@@ -21,7 +21,14 @@ from peft import PeftModel
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
+from tests.e2e_utils import HANG_S
 from tests.test_sft import ReplayEngine
+from tests.tolerances import (
+    assert_forward_close,
+    assert_gradients_close,
+    assert_same_adam_steps,
+    metric_approx,
+)
 from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.config import ConfigError
 from verl.config.sft import DataConfig, DelethinkExamplesConfig
@@ -204,7 +211,7 @@ def test_bad_input_stops_the_cli_before_training_with_exit_code_2(files, tmp_pat
     cli = [sys.executable, "-m", "verl.trainer.main_sft", "--config-name=sft", f"model.path={files / 'init'}",
            f"output_dir={tmp_path / 'out'}", f"trainer.default_local_dir={tmp_path / 'run'}"]  # fmt: skip
     result = subprocess.run(
-        [*cli, f"data.train_files={tmp_path / 't.jsonl'}"], capture_output=True, text=True, timeout=120
+        [*cli, f"data.train_files={tmp_path / 't.jsonl'}"], capture_output=True, text=True, timeout=HANG_S
     )
     assert result.returncode == 2
     assert result.stderr.startswith(
@@ -243,6 +250,7 @@ def test_file_continuation_prompts_are_the_prompts_the_delethink_loop_sends(toke
     assert 70 <= sum(half) <= 130
 
 
+@pytest.mark.compares_runs
 def test_token_budget_and_packing_give_the_one_batch_loss_and_gradient(tokenizer, tmp_path):
     rows = [math_row(i) for i in range(6)] + [{"prompt": "1+1?", "response": "2</think>\\boxed{2}"}]
     pairs = [
@@ -253,7 +261,7 @@ def test_token_budget_and_packing_give_the_one_batch_loss_and_gradient(tokenizer
     def step(pieces):
         model = build_model(tokenizer, seed=0)
         loss = batches.backward_mean_loss(model, pieces)
-        return loss, torch.cat([p.grad.flatten() for p in model.parameters()])
+        return loss, {name: p.grad for name, p in model.named_parameters()}
 
     whole_loss, whole_grad = step([batches.collate(pairs, tokenizer.pad_token_id)])
     budget = batches.local_micro_batches(pairs, SINGLE, tokenizer.pad_token_id, 1, max_tokens=400)
@@ -262,11 +270,12 @@ def test_token_budget_and_packing_give_the_one_batch_loss_and_gradient(tokenizer
     assert [b["input_ids"].shape[0] for b in packed] == [1, 1]  # one unpadded sequence per piece
     for pieces in (budget, packed):
         loss, grad = step(pieces)
-        assert loss == pytest.approx(whole_loss, rel=1e-5)
-        assert torch.allclose(grad, whole_grad, atol=1e-6, rtol=1e-4)
+        assert loss == metric_approx(whole_loss)
+        assert_gradients_close(grad, whole_grad)
 
 
 @pytest.mark.slow
+@pytest.mark.compares_runs
 def test_two_ranks_take_the_steps_of_one_process(files, tmp_path, keep_threads):
     common = [
         f"model.path={files / 'init'}", f"data.train_files={files / 'train.jsonl'}",
@@ -283,7 +292,7 @@ def test_two_ranks_take_the_steps_of_one_process(files, tmp_path, keep_threads):
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     result = subprocess.run(
         [*torchrun, "-m", "verl.trainer.main_sft", "--config-name=sft", *common, *two],
-        capture_output=True, text=True, timeout=240,
+        capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
 
@@ -293,10 +302,13 @@ def test_two_ranks_take_the_steps_of_one_process(files, tmp_path, keep_threads):
 
     one_logged, two_logged = logged("one_run"), logged("two_run")
     assert [(s, k) for s, k, _ in two_logged] == [(s, k) for s, k, _ in one_logged]
-    assert [v for *_, v in two_logged] == pytest.approx([v for *_, v in one_logged], rel=1e-5)
+    # summed in another order (tests/tolerances.py); the later steps' losses at weights that may differ
+    # where a rounding-sized gradient stepped either way (they barely move a loss: their gradients are ~0)
+    for (_, key, two_value), (_, _, one_value) in zip(two_logged, one_logged, strict=True):
+        assert two_value == metric_approx(one_value), key
     first, second = (load_file(tmp_path / out / "model.safetensors") for out in ("one", "two"))
     initial = load_file(files / "init" / "model.safetensors")
-    assert all(torch.allclose(first[k], second[k], atol=5e-5) for k in first)
+    assert_same_adam_steps(second, first, lr=3e-3, steps=4)  # train.lr, train.steps
     assert not torch.allclose(first["model.norm.weight"], initial["model.norm.weight"], atol=1e-3)
 
 
@@ -340,6 +352,7 @@ def test_lora_keys_are_checked(files, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.compares_runs
 def test_lora_sft_trains_adapters_exports_merged_and_resumes_to_the_same_adapters(
     files,
     tmp_path,
@@ -359,7 +372,7 @@ def test_lora_sft_trains_adapters_exports_merged_and_resumes_to_the_same_adapter
     )
     ids = torch.tensor([[60, 61, 62, 63]])
     with torch.no_grad():
-        torch.testing.assert_close(merged(ids).logits, peft_model(ids).logits, atol=1e-5, rtol=0)
+        assert_forward_close(merged(ids).logits, peft_model(ids).logits)
         assert (merged(ids).logits - initial(ids).logits).abs().max() > 1e-4  # the adapters learned
     # untargeted weights are the initial ones: only adapters trained
     for name in ("model.norm.weight", "model.embed_tokens.weight"):

@@ -14,7 +14,8 @@ from verl.utils.reward_score.synthetic import compute_score
 def test_a_hand_worked_trace():
     # 8153 -> 1539 (8+1) -> 5396 (1+5) -> 3968 (5+3) -> 9682 (3+9=12) -> 6825 (9+6=15)
     p = sr.solve("8153", 5)
-    assert p.question == "8153 n=005"
+    assert p.question == "005:8153"  # the first state, which the thinking restates
+    assert sr.parse_question(p.question) == ("8153", 5)
     assert p.thinking == "005:8153 004:1539 003:5396 002:3968 001:9682 000:6825"
     assert p.answer == "6825"
     assert p.response == "005:8153 004:1539 003:5396 002:3968 001:9682 000:6825</think>\\boxed{6825}"
@@ -49,7 +50,7 @@ def test_thinking_length_in_tokens_at_every_size():
         p = sr.make_problem(rng, n)
         tokens = len(tokenizer.encode(p.thinking, add_special_tokens=False))
         assert tokens == len(p.thinking) == sr.thinking_tokens(n) == 9 * (n + 1) - 1
-        assert len(tokenizer.encode(p.question, add_special_tokens=False)) == 10
+        assert len(tokenizer.encode(p.question, add_special_tokens=False)) == sr.TOKENS_PER_STEP - 1
     # the largest n that fits a budget, and that n + 1 does not
     for budget in (8, 9, 17, 128, 512, 2048):
         n = sr.steps_for_thinking_tokens(budget)
@@ -118,9 +119,9 @@ def test_dataset_files(tmp_path):
     assert [r["extra_info"]["num_steps"] for r in val] == sr.problem_sizes(12, 60, 170)
     assert not {r["prompt"][0]["content"] for r in val} & {r["prompt"][0]["content"] for r in train}
     for r in train[:20] + val:
-        start, n = r["prompt"][0]["content"].split(" n=")
-        assert r["reward_model"]["ground_truth"] == sr.solve(start, int(n)).answer
-        assert r["extra_info"]["thinking_tokens"] == sr.thinking_tokens(int(n))
+        start, n = sr.parse_question(r["prompt"][0]["content"])
+        assert r["reward_model"]["ground_truth"] == sr.solve(start, n).answer
+        assert r["extra_info"]["thinking_tokens"] == sr.thinking_tokens(n)
     # the same seed writes the same files
     sr.write_dataset(tmp_path / "again", 300, 12, 4, 30, 3, 60, 170)
     assert (tmp_path / "again" / "train.jsonl").read_text() == (tmp_path / "train.jsonl").read_text()
@@ -139,7 +140,7 @@ def test_zero_rich_starts_keep_the_uniform_stream_at_zero_probability():
     uniform = [sr.make_problem(plain, 3) for _ in range(20)]
     assert uniform == [sr.make_problem(zero, 3, 0.0) for _ in range(20)]
     rng = random.Random(0)
-    assert {sr.make_problem(rng, 2, 1.0).question for _ in range(5)} == {"0000 n=002"}  # all zeros
+    assert {sr.make_problem(rng, 2, 1.0).question for _ in range(5)} == {"002:0000"}  # all zeros
     # at 0.5 each start digit is 0 with probability 0.5 + 0.5 / 10
-    starts = [sr.make_problem(rng, 1, 0.5).question[:4] for _ in range(4000)]
+    starts = [sr.parse_question(sr.make_problem(rng, 1, 0.5).question)[0] for _ in range(4000)]
     assert sum(d == "0" for s in starts for d in s) / 16000 == pytest.approx(0.55, abs=0.02)

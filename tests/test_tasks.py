@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.e2e_utils import HANG_S
 from verl.config import ConfigError, TaskConfig, compose_config
 from verl.data.tasks import BadRow, load_split, load_task, normalise_answer, read_task_rows
 from verl.models.tiny import build_tokenizer
@@ -388,7 +389,7 @@ def test_offline_a_hub_set_stops_training_at_start_up_in_one_line(tiny_assets, t
          f"data.train_files=[{tiny_assets / 'data' / 'train.jsonl'}]",
          f"data.val_files=[{tiny_assets / 'data' / 'val.jsonl'}]", "train_tasks=[openmath]",
          f"hydra.run.dir={tmp_path / 'hydra'}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
     assert result.returncode == 2, result.stderr[-2000:]
     reason = (
@@ -411,7 +412,7 @@ def test_a_hub_that_refuses_the_connection_stops_evaluation_at_start_up_in_one_l
     result = subprocess.run(
         [sys.executable, "-m", "verl.trainer.main_eval", f"model_path={tiny_assets / 'model'}",
          "val_tasks@tasks=[openmath_val]", f"output_dir={tmp_path / 'out'}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_S,
     )  # fmt: skip
     assert result.returncode == 2, result.stderr[-2000:]
     reason = f"http://127.0.0.1:{port} gave ConnectError: [Errno 111] Connection refused"

@@ -42,10 +42,15 @@ def test_head_is_the_start_of_all_thinking_across_chunks():
 
 
 def test_trim_errors():
-    with pytest.raises(ValueError, match="keep_tail must be >= 1"):
+    with pytest.raises(
+        ValueError, match=r"^keep_tail must be >= 1 \(the carry-over needs recent thinking\), got 0$"
+    ):
         progressive_trim(list(range(10)), 3, 0)
-    with pytest.raises(ValueError, match="keep_head must be >= 0"):
+    with pytest.raises(ValueError, match=r"^keep_head must be >= 0, got -1$"):
         progressive_trim(list(range(10)), -1, 4)
+    assert progressive_trim(list(range(10)), 0, 1) == [9]  # the smallest carry-over: the last token
+    with pytest.raises(ValueError, match=r"^unknown trimmer 'middle'; registered trimmers: \['progressive'"):
+        get_trimmer("middle")
 
 
 def test_registry():

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.chromium_cdp import Chromium, chromium_binary
+from tests.e2e_utils import HANG_S
 from verl.core.delethink import DelethinkParams
 from verl.core.trajectory import PromptItem, Trajectory, Turn
 from verl.eval.evaluate import EvalRun, sample_records
@@ -252,7 +253,7 @@ def write_long_step(run_dir: Path, tokenizer, count: int) -> None:
     atomic_write_jsonl(run_dir / "rollouts" / "step_1_chunks.jsonl", chunks)
 
 
-def wait_until(browser: Chromium, expression: str, timeout: float = 10.0) -> None:
+def wait_until(browser: Chromium, expression: str, timeout: float = HANG_S) -> None:
     """The list draws more rows from an IntersectionObserver callback, after the event that scrolled."""
     deadline = time.monotonic() + timeout
     while not browser.js(expression):

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -568,21 +567,20 @@ def heldout_section(root: Path, budget: int, chunks: int) -> tuple[list[str], li
 
 # where a failed sample's trace first leaves the reference: the rows of the failure-start table, in order
 FAILURE_STARTS = (
-    "step 0: n and the register copied from the question",
+    "step 0: the question restated",
     "step 1: the first sum",
     "a later step, within one step after a Delethink cut",
     "a later step",
     "the answer, after the thinking",
     "none: the budget ran out",
 )
-QUESTION = re.compile(r"(\d{4}) n=(\d{3})")  # a shift-register question inside its chat prompt
 
 
 def failure_start(sample: dict[str, Any]) -> str | None:
     """Where a sample's generation first differs from its problem's reference response (None: it does
     not); the thinking is one token per character, so chunk k's first character is its first token."""
-    start, steps = QUESTION.search(sample["problem"]).groups()
-    reference = shift_register.solve(start, int(steps)).response
+    question = shift_register.QUESTION.search(sample["problem"])  # inside its chat prompt
+    reference = shift_register.solve(question["start"], int(question["steps"])).response
     generated = "".join(chunk["response"] for chunk in sample["chunks"])
     wrong = len(os.path.commonprefix([generated, reference]))  # the first position that differs
     if wrong == len(reference):

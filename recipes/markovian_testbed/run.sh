@@ -93,7 +93,7 @@ if needed "$OUT/init/config.json"; then
     ${force_flag[@]+"${force_flag[@]}"}
 fi
 if needed "$OUT/data/train.jsonl"; then
-  "$PYTHON" -m verl.data.shift_register --out "$OUT/data" --train-size 2000 --val-size 32 \
+  "$PYTHON" -m verl.data.shift_register --out "$OUT/data" --train-size 2000 --val-size "${VAL_SIZE:-32}" \
     --min-steps "$MIN_STEPS" --max-steps "$MAX_STEPS" --seed 0
 fi
 if needed "$OUT/data/eval.jsonl"; then
@@ -165,8 +165,9 @@ evaluate heldout_sft "$OUT/sft" probe "$heldout" "$HELDOUT_N" delethink.max_chun
 evaluate heldout_longcot_rl "$OUT/longcot/$final" longcot "$heldout" "$HELDOUT_N" longcot.budgets=[$B]
 evaluate heldout_delethink_rl "$OUT/delethink/$final" delethink "$heldout" "$HELDOUT_N" delethink.max_chunks=[$I]
 stop_after heldout
-# budgets B, 1.5B, 2B, 3B, 4B: LongCoT by length, Delethink by chunks (each adds C - m = C/2 tokens)
-budgets=($B $((3 * B / 2)) $((2 * B)) $((3 * B)) $((4 * B)))
+# budgets B, 1.5B, 2B, 3B, 4B (up to SWEEP_TO x B): LongCoT by length, Delethink by chunks (each adds
+# C - m = C/2 tokens)
+read -ra budgets <<< "$(for half in 2 3 4 6 8; do if ((half <= 2 * ${SWEEP_TO:-4})); then echo -n "$((half * B / 2)) "; fi; done)"
 lc_budgets=$(IFS=,; echo "${budgets[*]}")
 dt_chunks=$(delethink_chunks "${budgets[@]}")
 if ((SWEEPS)); then

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import torch
@@ -120,6 +121,46 @@ def count_errors(model_dir: Path, num_problems: int, min_steps: int, max_steps: 
     return counts
 
 
+# tokens whose heads --heads reports, by their offset in the thinking: the first step (a copy of the
+# question) against the first sum and two later sums, which every other step resembles
+HEAD_TOKENS = {
+    "step 0's counter, last digit": COUNTER_DIGITS - 1,
+    "step 1's new digit": TOKENS_PER_STEP + NEW_DIGIT,
+    "step 2's new digit": 2 * TOKENS_PER_STEP + NEW_DIGIT,
+    "step 5's new digit": 5 * TOKENS_PER_STEP + NEW_DIGIT,
+}
+
+
+@torch.no_grad()
+def head_offsets(model_dir: Path, num_problems: int, min_steps: int, max_steps: int, seed: int) -> str:
+    """Where each attention head looks when the model predicts each of HEAD_TOKENS: the offset (from the
+    predicted token) that gets the most attention weight, and that weight averaged over the problems.
+    A head that reads a digit at one offset at every step but another at step 1 shows here."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager").eval()
+    rng = random.Random(seed)
+    heads = [(layer, head) for layer in range(model.config.num_hidden_layers)
+             for head in range(model.config.num_attention_heads)]  # fmt: skip
+    weight: dict[tuple[str, int, int], Counter[int]] = defaultdict(Counter)
+    for _ in range(num_problems):
+        problem = make_problem(rng, rng.randint(max(min_steps, 5), max(max_steps, 5)))
+        prompt, target = encode_example(tokenizer, problem)
+        attentions = model(torch.tensor([prompt + target]), output_attentions=True).attentions
+        for label, offset in HEAD_TOKENS.items():
+            predicted = len(prompt) + offset  # its logits come from the position before it
+            for layer, head in heads:
+                for source, w in enumerate(attentions[layer][0, head, predicted - 1].tolist()):
+                    weight[(label, layer, head)][source - predicted] += w / num_problems
+    lines = [
+        "| token | " + " | ".join(f"L{layer}H{head}" for layer, head in heads) + " |",
+        "|---" * (len(heads) + 1) + "|",
+    ]
+    for label in HEAD_TOKENS:
+        tops = [weight[(label, *lh)].most_common(1)[0] for lh in heads]
+        lines.append(f"| {label} | " + " | ".join(f"{o:+d} ({w:.2f})" for o, w in tops) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model_dir", type=Path, help="a saved model, e.g. OUT/sft")
@@ -130,6 +171,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-steps", type=int, default=27, help="most steps n")
     parser.add_argument("--show", type=int, default=6, help="steps shown one per row; later ones pooled")
     parser.add_argument("--seed", type=int, default=4321, help="draws the problems")
+    parser.add_argument(
+        "--heads", action="store_true", help="also where each attention head looks at the first steps"
+    )
     args = parser.parse_args(argv)
     if args.problems < 1 or args.show < 1 or not 1 <= args.min_steps <= args.max_steps:
         parser.error("need --problems >= 1, --show >= 1 and 1 <= --min-steps <= --max-steps")
@@ -141,6 +185,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(table(counts, args.show))
     print(where_it_goes_wrong(counts))
+    if args.heads:
+        print("\nThe offset each head gives the most weight to, and that weight (mean over the problems):")
+        print(head_offsets(args.model_dir, args.problems, args.min_steps, args.max_steps, args.seed))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """A task that is Markovian by construction: step a 4-digit shift register mod 10, counting down.
 
-    question:  8153 n=005
+    question:  005:8153
     thinking:  005:8153 004:1539 003:5396 002:3968 001:9682 000:6825
     response:  <thinking></think>\\boxed{6825}
 
@@ -11,6 +11,11 @@ still to go, then the register), so any one complete step in the context determi
 when to stop (at 000), whatever came before it: a Delethink carry-over of two steps is all a model needs.
 The next step is a fixed-offset copy (three digits, and the counter) plus two small sums (one digit mod
 10, the counter minus one), which a small transformer learns.
+
+The question is the first state, written as a step, and the thinking opens by restating it: so the
+first step is one copy of the whole question at one offset. A question in another layout (`8153 n=005`)
+made the first step two copies at two offsets found nowhere else in the trace, and some warm starts never
+learned the counter's (recipes/markovian_testbed/README.md).
 
 Difficulty is the step count n: the thinking is 9(n+1) - 1 tokens of the tiny byte-level tokenizer
 (9 per step), so n = 56 fits in 512 tokens and n = 226 in 2048; an error anywhere derails every later
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +43,7 @@ WIDTH = 4  # digits in the register
 COUNTER_DIGITS = 3  # the step counter is zero-padded to this many digits
 MAX_STEPS = 10**COUNTER_DIGITS - 1
 TOKENS_PER_STEP = COUNTER_DIGITS + 1 + WIDTH + 1  # "RRR:WWWW" and the space after it
+QUESTION = re.compile(rf"(?P<steps>\d{{{COUNTER_DIGITS}}}):(?P<start>\d{{{WIDTH}}})")  # the first state
 
 
 @dataclass(frozen=True)
@@ -72,13 +79,21 @@ def solve(start: str, num_steps: int) -> Problem:
         raise ValueError(
             f"num_steps must be in [1, {MAX_STEPS}] (a {COUNTER_DIGITS}-digit counter), got {num_steps}"
         )
+    question = f"{num_steps:0{COUNTER_DIGITS}d}:{start}"  # the first state, as a step writes it
     register, steps = start, []
     for remaining in range(num_steps, -1, -1):
         steps.append(f"{remaining:0{COUNTER_DIGITS}d}:{register}")
         if remaining:
             register = step(register)
-    question = f"{start} n={num_steps:0{COUNTER_DIGITS}d}"
     return Problem(question=question, answer=register, thinking=" ".join(steps), num_steps=num_steps)
+
+
+def parse_question(question: str) -> tuple[str, int]:
+    """(start register, steps n) of a question `solve` wrote."""
+    match = QUESTION.fullmatch(question)
+    if match is None:
+        raise ValueError(f"not a shift-register question (NNN:WWWW): {question!r}")
+    return match["start"], int(match["steps"])
 
 
 def make_problem(rng: random.Random, num_steps: int, zero_prob: float = 0.0) -> Problem:

@@ -6,7 +6,7 @@ first `</think>` goes to math-verify's LaTeX extraction, which takes the rightmo
 "final answer is ..." or "answer: ..." followed by LaTeX, then any LaTeX math (`$...$`, `\\[...\\]`).
 Only the best-ranked match is tried, with no plain-string fallback. The gold answer is wrapped as
 display math (`gold_as_latex`) and parsed the same way. math-verify's own limits are the reference's:
-1 s per parse, 2 s per comparison.
+1 s per parse, 2 s per comparison (times VERL_SCORING_TIME_SCALE, default 1: `time_scale`).
 
 Those limits are `signal.alarm`s, which raise ValueError anywhere but the main thread (thread pools,
 threaded or async Ray actors), and which cannot cut a long C call short (Python runs signal handlers
@@ -27,16 +27,33 @@ Usable as a custom reward: `custom_reward_function.path=verl/utils/reward_score/
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from verl.utils.reward_score.boxed import strip_thinking
 from verl.utils.reward_score.process_pool import ProcessPool, serve
 
-DEFAULT_TIMEOUT_S = 5.0  # per item, enforced by the parent; legitimate answers verify in well under 0.1 s
+
+def time_scale() -> float:
+    """VERL_SCORING_TIME_SCALE (default 1): the factor on every limit below. They are wall-clock, so a
+    crowded machine slows a legitimate answer past them too (it then scores 0); the test suite sets it
+    (tests/conftest.py) so that no score it checks depends on the machine's load."""
+    text = os.environ.get("VERL_SCORING_TIME_SCALE", "1")
+    try:
+        scale = float(text)
+    except ValueError:
+        scale = 0.0
+    if not scale > 0:
+        raise ValueError(f"VERL_SCORING_TIME_SCALE={text!r}: must be a number > 0")
+    return scale
+
+
+TIME_SCALE = time_scale()
+DEFAULT_TIMEOUT_S = 5.0 * TIME_SCALE  # per item, enforced by the parent; legitimate answers take < 0.1 s
 # math-verify's own limits inside each scoring process, the reference's values (whole seconds: signal.alarm)
-PARSE_TIMEOUT_S = 1
-VERIFY_TIMEOUT_S = 2
+PARSE_TIMEOUT_S = max(1, round(1 * TIME_SCALE))
+VERIFY_TIMEOUT_S = max(1, round(2 * TIME_SCALE))
 
 
 def compute_score(
