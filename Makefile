@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-figure test mutants lint tiny clean
+.PHONY: install demo demo-figure test mutants lint results tiny clean
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	$(PY) -m venv $(VENV)
@@ -37,11 +37,17 @@ test: $(STAMP)
 
 # Mutation testing of verl/core/, checkpoint retention and the Delethink agent loop with their fast tests
 # (pyproject.toml [tool.mutmut]; benchmarks/README.md): one worker, module by module; about 0.6 s of CPU
-# a mutant, 2,082 mutants (docs/RESULTS.md). Writes docs/results/mutants.json; fails while a mutant
-# survives that no test kills and benchmarks/mutants_equivalent.json does not name.
+# a mutant, 2,082 mutants (docs/RESULTS.md). Writes the record docs/results/mutants.yaml (then `make
+# results`); fails while a mutant survives that no test kills and benchmarks/mutants_equivalent.json does
+# not name.
 mutants: $(STAMP)
 	$(BIN)/pip install -q -r requirements-mutants.txt
 	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/mutants.py
+
+# docs/RESULTS.md and the README's demo table, from the records in docs/results/ (tests/test_results.py
+# checks that the committed pages are what the records give)
+results: $(STAMP)
+	$(BIN)/python -m verl.tools.results
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -90,9 +90,9 @@ ENGINE_PROMPT = 128  # question tokens of each engine sequence
 # The RL section's model: small enough for three quick steps, large enough that the GPU does the work
 RL_DIMS = {"hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 4, "num_attention_heads": 8,
            "num_key_value_heads": 2, "max_position_embeddings": 2048}  # fmt: skip
-# (LongCoT B, Delethink C, keep_head, keep_tail, I): both reach B = C + (I-1)(C-m) tokens
-RL_LENGTHS = (1024, 512, 32, 224, 3)
-SMOKE_RL_LENGTHS = (24, 12, 2, 4, 3)  # tests/e2e_utils.py's DELETHINK
+# The RL section's Delethink; LongCoT gets its thinking budget (1024; smoke: 24)
+RL_DELETHINK = DelethinkParams(chunk_size=512, keep_head=32, keep_tail=224, max_chunks=3)
+SMOKE_RL_DELETHINK = DelethinkParams(chunk_size=12, keep_head=2, keep_tail=4, max_chunks=3)  # e2e_utils'
 
 
 class Meter:
@@ -375,12 +375,12 @@ def engine_section(smoke: bool, chunk_size: int, chunks: int, sequences: int, de
 
 # 3. RL steps --------------------------------------------------------------------------------------
 def rl_config(env: str, workdir: Path, smoke: bool, device: torch.device) -> PolicyIterationConfig:
-    budget, chunk, head, tail, chunks = SMOKE_RL_LENGTHS if smoke else RL_LENGTHS
+    p = SMOKE_RL_DELETHINK if smoke else RL_DELETHINK
     lengths = (
-        [f"data.max_response_length={budget}"] if env == "longcot" else [
-            f"algorithm.delethink.chunk_size={chunk}", f"algorithm.delethink.keep_head={head}",
-            f"algorithm.delethink.keep_tail={tail}", f"algorithm.delethink.max_chunks={chunks}",
-            f"data.max_prompt_length={96 + head + tail}",  # tiny_*'s question room plus the carry-over
+        [f"data.max_response_length={p.thinking_budget}"] if env == "longcot" else [
+            f"algorithm.delethink.chunk_size={p.chunk_size}", f"algorithm.delethink.keep_head={p.keep_head}",
+            f"algorithm.delethink.keep_tail={p.keep_tail}", f"algorithm.delethink.max_chunks={p.max_chunks}",
+            f"data.max_prompt_length={96 + p.carry}",  # tiny_*'s question room plus the carry-over
         ]
     )  # fmt: skip
     rows = ["data.train_batch_size=2", "actor_rollout_ref.rollout.n=2"] if smoke else [
@@ -423,10 +423,11 @@ def rl_section(smoke: bool, device: torch.device, workdir: Path) -> str:
     header = ["environment", "steps", "generation s", "old log-probs s", "update s", "step s",
               "peak memory GiB (perf/max_memory_allocated_gib)", "losses finite"]  # fmt: skip
     dims = "tiny_* defaults" if smoke else ", ".join(f"{k} {v}" for k, v in RL_DIMS.items())
-    budget, chunk, head, tail, chunks = SMOKE_RL_LENGTHS if smoke else RL_LENGTHS
+    p = SMOKE_RL_DELETHINK if smoke else RL_DELETHINK
     return "\n".join([
         f"## RL: 3 steps per environment, trainer.launcher=local on {device.type} (model: {dims}; "
-        f"LongCoT B={budget}, Delethink C={chunk} m={head + tail} I={chunks}; means per step)",
+        f"LongCoT B={p.thinking_budget}, Delethink C={p.chunk_size} m={p.carry} I={p.max_chunks}; "
+        "means per step)",
         "",
         markdown(header, rows),
     ])  # fmt: skip

@@ -1,4 +1,4 @@
-"""Peak memory of the actor's logits on CPU: the float32 path it had before against the chunked one.
+"""Peak memory of the actor's logits on CPU: its chunked path against a float32 path.
 
     nice -n 19 .venv/bin/python benchmarks/logits_memory.py           # 2 rows x 256 positions, V 151936
     nice -n 19 .venv/bin/python benchmarks/logits_memory.py --quick   # 2 x 128, V 32768, padded only
@@ -9,9 +9,9 @@ once on a single short row (so library start-up is not counted), then resets the
 mark of resident memory (`/proc/self/clear_refs`), runs the phase on the batch and reports the new
 high-water mark (VmHWM) less its resident memory just before: the bytes the phase added.
 
-- before: the LM head over every token, the response positions' logits copied to float32, the
+- float32: the LM head over every token, the response positions' logits copied to float32, the
   log-probs one row at a time through logsumexp, the entropy metric over the whole float32 tensor.
-- now: `response_logits` / `packed_response_logits` (the LM head on the response positions only, in
+- actor: `response_logits` / `packed_response_logits` (the LM head on the response positions only, in
   the model's dtype) and `log_softmax.log_probs_and_entropy` (chunks of positions in float32).
 
 Phases: "old log-probs" (no grad, log-probs only) and "update" (log-probs and the entropy metric, a
@@ -35,7 +35,7 @@ if __package__ in (None, ""):  # run as a script: the repository root holds `ver
 
 MIB = 2**20
 TEMPERATURE = 0.6  # the r1d configs' sampling temperature: exercises the division
-CODES = ("before", "now")
+CODES = ("float32", "actor")
 PHASES = ("old log-probs", "update")
 LAYOUTS = ("padded", "packed")
 
@@ -45,10 +45,10 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-# --- the code before this change (verl/workers/actor/dp_actor.py, packing.py, core_algos.py) -------
+# --- the float32 path: logits over every token, float32 copies, log-probs row by row ---------------
 
 
-def _before_logits(model, batch: dict, packed: bool):
+def _float32_logits(model, batch: dict, packed: bool):
     import torch
 
     t = batch["responses"].shape[1]
@@ -71,7 +71,7 @@ def _before_logits(model, batch: dict, packed: bool):
     return logits[index.clamp(max=logits.shape[0] - 1)].float()
 
 
-def _before_log_probs(logits, labels, temperature: float):
+def _float32_log_probs(logits, labels, temperature: float):
     import torch
 
     rows = []
@@ -82,7 +82,7 @@ def _before_log_probs(logits, labels, temperature: float):
     return torch.stack(rows)
 
 
-def _before_entropy(logits):
+def _float32_entropy(logits):
     import torch
 
     shifted = logits - logits.detach().amax(dim=-1, keepdim=True)
@@ -130,12 +130,12 @@ def _run_phase(code: str, phase: str, packed: bool, model, batch: dict) -> None:
 
     labels, mask = batch["responses"], batch["response_mask"]
     with torch.set_grad_enabled(phase == "update"):
-        if code == "before":
-            logits = _before_logits(model, batch, packed)
-            log_probs = _before_log_probs(logits, labels, TEMPERATURE)
+        if code == "float32":
+            logits = _float32_logits(model, batch, packed)
+            log_probs = _float32_log_probs(logits, labels, TEMPERATURE)
             if phase == "update":
                 with torch.no_grad():
-                    entropy = _before_entropy(logits / TEMPERATURE)
+                    entropy = _float32_entropy(logits / TEMPERATURE)
         else:
             logits = (packed_response_logits if packed else response_logits)(model, batch)
             if phase == "update":
@@ -208,19 +208,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
         f"response positions, vocabulary {args.vocab}, bfloat16 model, temperature {TEMPERATURE}; "
         "MiB added by the phase"
     )
-    print(f"{'phase':<15}{'layout':<8}{'before':>10}{'now':>10}{'now/before':>12}{'estimate':>10}")
+    print(f"{'phase':<15}{'layout':<8}{'float32':>10}{'actor':>10}{'actor/float32':>14}{'estimate':>10}")
     results = []
     for phase in PHASES:
         for layout in layouts:
             got = {code: _in_subprocess((code, phase, layout), args) for code in CODES}
             estimate = estimate_bytes(phase, positions, args.vocab)
-            before, now = got["before"]["added"], got["now"]["added"]
+            float32, actor = got["float32"]["added"], got["actor"]["added"]
             print(
-                f"{phase:<15}{layout:<8}{before / MIB:>10.0f}{now / MIB:>10.0f}{now / before:>12.2f}"
+                f"{phase:<15}{layout:<8}{float32 / MIB:>10.0f}{actor / MIB:>10.0f}{actor / float32:>14.2f}"
                 f"{estimate / MIB:>10.0f}"
             )
             results.append(
-                {"phase": phase, "layout": layout, "before": before, "now": now, "estimate": estimate}
+                {"phase": phase, "layout": layout, "float32": float32, "actor": actor, "estimate": estimate}
             )
     return results
 

@@ -28,9 +28,12 @@ from __future__ import annotations
 
 import argparse
 import random
+import shlex
 import statistics
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -38,6 +41,7 @@ from verl.config import ActorConfig
 from verl.core.batch import TrainRow, collate_rows, select_rows
 from verl.data.shift_register import make_problem
 from verl.models.tiny import build_model, build_tokenizer
+from verl.tools.results import Record, Table, provenance, write_record
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.micro_batching import length_sorted_groups
 
@@ -111,6 +115,39 @@ def padded_tokens(batch: dict[str, torch.Tensor], micro: int, num_mini: int) -> 
     return total
 
 
+def compare(
+    actors: dict[str, DataParallelPPOActor], batch: dict[str, torch.Tensor], num_mini: int, repeats: int
+) -> dict[str, dict[str, float]]:
+    """Each variant's update timed in alternating rounds, printed and returned: its best and median
+    tokens per CPU second, best against the padded variant's best, and the median of paired ratios."""
+    response_tokens = int(batch["response_mask"].sum())
+    seconds: dict[str, list[float]] = {v.name: [] for v in VARIANTS}
+    micro_batches: dict[str, int] = {}
+    for _ in range(repeats):
+        for v in VARIANTS:
+            s, count = timed_update(actors[v.name], batch, num_mini)
+            seconds[v.name].append(s)
+            micro_batches[v.name] = count
+
+    base = seconds["padded"]
+    print(
+        f"{'variant':>14} {'micro':>5} {'best tok/s':>10} {'median tok/s':>12} "
+        f"{'best/best':>9} {'median pair':>11}"
+    )
+    results: dict[str, dict[str, float]] = {}
+    for v in VARIANTS:
+        times = seconds[v.name]
+        best, median = response_tokens / min(times), response_tokens / statistics.median(times)
+        ratio = min(base) / min(times)
+        pair = statistics.median(b / t for b, t in zip(base, times, strict=True))
+        results[v.name] = dict(best=best, median=median, ratio=ratio, pair=pair, micro=micro_batches[v.name])
+        print(
+            f"{v.name:>14} {micro_batches[v.name]:>5} {best:>10.0f} {median:>12.0f} "
+            f"{ratio:>8.2f}x {pair:>10.2f}x"
+        )
+    return results
+
+
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="16 rows, 2 rounds: well under a minute")
@@ -130,6 +167,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--repeats", type=int, help="alternating rounds (default 3; quick 2)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--record", type=Path, help="also write the table as a results record (docs/results/)"
+    )
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     quick = args.quick
     num_rows = args.rows or (16 if quick else 128)
@@ -162,31 +203,37 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     for actor in actors.values():
         actor.update_policy(warm_up, num_mini_batches=1)
 
-    seconds: dict[str, list[float]] = {v.name: [] for v in VARIANTS}
-    micro_batches: dict[str, int] = {}
-    for _ in range(repeats):
-        for v in VARIANTS:
-            s, count = timed_update(actors[v.name], batch, num_mini)
-            seconds[v.name].append(s)
-            micro_batches[v.name] = count
-
-    base = seconds["padded"]
-    print(
-        f"{'variant':>14} {'micro':>5} {'best tok/s':>10} {'median tok/s':>12} "
-        f"{'best/best':>9} {'median pair':>11}"
-    )
-    results: dict[str, dict[str, float]] = {}
-    for v in VARIANTS:
-        times = seconds[v.name]
-        best, median = response_tokens / min(times), response_tokens / statistics.median(times)
-        ratio = min(base) / min(times)
-        pair = statistics.median(b / t for b, t in zip(base, times, strict=True))
-        results[v.name] = dict(best=best, median=median, ratio=ratio, pair=pair, micro=micro_batches[v.name])
-        print(
-            f"{v.name:>14} {micro_batches[v.name]:>5} {best:>10.0f} {median:>12.0f} "
-            f"{ratio:>8.2f}x {pair:>10.2f}x"
+    results = compare(actors, batch, num_mini, repeats)
+    if args.record:
+        caption = (
+            f"{num_rows} rows in groups of {group} ({response_tokens} response tokens), the real "
+            f"`update_policy`, {num_mini} mini-batch(es), real response tokens per CPU second, {repeats} "
+            f"alternating round(s), {args.threads} torch thread(s)."
         )
+        write_record(args.record, record(results, caption, argv))
+        print(f"wrote {args.record}")
     return results
+
+
+def record(results: dict[str, dict[str, float]], caption: str, argv: list[str]) -> Record:
+    """The run as a results record (docs/results/README.md): one row per variant."""
+    columns = ["variant", "micro-batches", "best tok/s", "median tok/s", "best/best", "median pair"]
+    rows = [
+        [
+            name,
+            f"{r['micro']}",
+            f"{r['best']:,.0f}",
+            f"{r['median']:,.0f}",
+            f"{r['ratio']:.2f}x",
+            f"{r['pair']:.2f}x",
+        ]
+        for name, r in results.items()
+    ]
+    return Record(
+        name="microbatch", title="Micro-batching: padded against token-budget and packed", section="actor",
+        command=shlex.join(["python", "benchmarks/microbatch_throughput.py", *argv]),
+        tables=[Table(columns, rows, caption)], **provenance(),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -7,10 +7,11 @@ survives. Each survivor needs a test that kills it, or a line in benchmarks/muta
 saying why no test can: the mutant changes nothing observable (its mutated line is stored with it, so
 an entry that no longer names the same change counts as a survivor again).
 
-One worker process, module by module (the machine is shared). Writes docs/results/mutants.json (per
-module: mutants, killed (a failing test, a crash or a hang), equivalent, survived, not run, the killed
-share of the mutants less the equivalent and the not run ones; the survivors with their diffs) and
-prints a summary; exits 1 while a mutant survives or was not run.
+One worker process, module by module (the machine is shared). Writes its results record,
+docs/results/mutants.yaml (docs/results/README.md; `make results` puts it on docs/RESULTS.md): per
+module the mutants, killed (a failing test, a crash or a hang), equivalent, survived, not run, the
+killed share of the mutants less the equivalent and the not run ones; prints a summary with each
+survivor's diff; exits 1 while a mutant survives or was not run.
 
   python benchmarks/mutants.py                          # every module, from scratch
   python benchmarks/mutants.py --modules verl.core.trimmers --keep
@@ -24,16 +25,18 @@ import argparse
 import fnmatch
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import time
-from datetime import date
 from pathlib import Path
+
+from verl.tools.results import Record, Table, provenance, write_record
 
 REPO = Path(__file__).resolve().parents[1]
 EQUIVALENT = REPO / "benchmarks" / "mutants_equivalent.json"
-OUT = REPO / "docs" / "results" / "mutants.json"
+OUT = REPO / "docs" / "results" / "mutants.yaml"
 KILLED = ("killed", "timeout", "segfault")  # a mutant that crashes or hangs the tests is noticed
 
 
@@ -104,6 +107,29 @@ def summarise(modules: list[str], wall: dict[str, float], equivalent: dict[str, 
     return {"modules": per_module, "survivors": survivors, "equivalent": named, "stale_equivalent": stale}
 
 
+def record(summary: dict, version: str, wall_s: float | None, argv: list[str]) -> Record:
+    """The run as a results record (docs/results/README.md): a row per module. The survivors are printed
+    with their diffs, not recorded: `mutmut results` lists them again. wall_s None: nothing ran (--report)."""
+    columns = ["module", "mutants", "killed", "equivalent", "survived", "not run", "killed share", "wall s"]
+    rows = []
+    for module, c in summary["modules"].items():
+        share = "not run" if c["killed_share"] is None else f"{c['killed_share']:.1%}"
+        wall = "" if c["wall_s"] is None else f"{c['wall_s']:.0f}"
+        counts = [f"{c[key]}" for key in ("mutants", "killed", "equivalent", "survived", "not_run")]
+        rows.append([f"`{module.replace('.', '/')}.py`", *counts, share, wall])
+    caption = f"mutmut {version}, one worker, the tests of pyproject.toml's [tool.mutmut] at that commit" + (
+        "." if wall_s is None else f"; {wall_s:.0f} s of wall time."
+    )
+    tables = [Table(columns, rows, caption)]
+    stale = summary["stale_equivalent"]
+    notes = f"Named equivalent with another mutation (check again): {', '.join(stale)}." if stale else ""
+    command = "make mutants" if not argv else f"python benchmarks/mutants.py {shlex.join(argv)}"
+    return Record(
+        "mutants", "Mutation testing (`make mutants`)", "suite", **provenance(), command=command,
+        method="benchmarks/README.md", tables=tables, notes=notes,
+    )  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -130,31 +156,22 @@ def main() -> None:
     equivalent = json.loads(EQUIVALENT.read_text())
     import mutmut
 
-    result = {
-        "date": date.today().isoformat(),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-        ).stdout.strip(),  # fmt: skip
-        "mutmut": mutmut.__version__,
-        "tests": cfg.pytest_add_cli_args_test_selection,
-        "wall_s": round(sum(wall.values()), 1),
-        **summarise(targets, wall, equivalent),
-    }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    result = summarise(targets, wall, equivalent)
+    wall_s = sum(wall.values()) if wall else None
+    write_record(OUT, record(result, mutmut.__version__, wall_s, sys.argv[1:]))
     print(f"{'module':36} {'mutants':>7} {'killed':>6} {'equiv':>5} {'surv':>4} {'share':>6} {'wall':>6}")
     for module, c in result["modules"].items():
         share = "not run" if c["killed_share"] is None else f"{c['killed_share']:.1%}"
-        wall_s = "" if c["wall_s"] is None else f"{c['wall_s']:.0f}s"
+        took = "" if c["wall_s"] is None else f"{c['wall_s']:.0f}s"
         counts = f"{c['mutants']:7} {c['killed']:6} {c['equivalent']:5} {c['survived']:4}"
-        print(f"{module:36} {counts} {share:>6} {wall_s:>6}")
+        print(f"{module:36} {counts} {share:>6} {took:>6}")
     for s in result["survivors"]:
         print(f"\nsurvived ({s['status']}): {s['name']}\n{s['diff']}")
     for name in result["stale_equivalent"]:
         print(f"stale: {name} is in {EQUIVALENT.name} with another mutation; check it again")
     not_run = sum(c["not_run"] for c in result["modules"].values())
-    print(f"\n{OUT.relative_to(REPO)}: {len(result['survivors'])} survivors, {not_run} mutants not run; "
-          f"{result['wall_s']:.0f} s")  # fmt: skip
+    print(f"\n{OUT.relative_to(REPO)}: {len(result['survivors'])} survivors, {not_run} mutants not run"
+          + ("" if wall_s is None else f"; {wall_s:.0f} s"))  # fmt: skip
     sys.exit(1 if result["survivors"] or not_run else 0)
 
 

@@ -29,6 +29,7 @@ jobs), the variants alternating over `--repeats` rounds in one process, best and
 from __future__ import annotations
 
 import argparse
+import shlex
 import statistics
 import sys
 import time
@@ -45,6 +46,7 @@ from verl.config import ActorConfig  # noqa: E402
 from verl.core.batch import TrainRow, collate_rows, select_rows  # noqa: E402
 from verl.core.delethink import DelethinkParams  # noqa: E402
 from verl.models.tiny import build_model, build_tokenizer  # noqa: E402
+from verl.tools.results import Record, Table, provenance, write_record  # noqa: E402
 from verl.workers.actor.dp_actor import DataParallelPPOActor  # noqa: E402
 from verl.workers.micro_batching import length_sorted_groups  # noqa: E402
 
@@ -110,6 +112,10 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
     parser.add_argument("--repeats", type=int, help="alternating rounds (default 3; quick 1)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--record", type=Path, help="also write the table as a results record (docs/results/)"
+    )
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     prompts = args.prompts or (2 if args.quick else 4)
     group = args.group or (4 if args.quick else 8)
@@ -154,7 +160,30 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict[str, float]]
         print(f"Delethink / LongCoT, {v}: forward tokens {dt['forward_tokens'] / lc['forward_tokens']:.2f}x, "
               f"positions {dt['positions'] / lc['positions']:.2f}x, "
               f"update time {dt['best_s'] / lc['best_s']:.2f}x")  # fmt: skip
+    if args.record:
+        caption = (
+            f"{prompts} problems x {group} samples (C = 128, m = 9 + 55), the real `update_policy`, "
+            f"micro-batches of {args.micro} rows, CPU seconds, {repeats} alternating round(s), "
+            f"{args.threads} torch thread(s)."
+        )
+        write_record(args.record, record(results, caption, argv))
+        print(f"wrote {args.record}")
     return results
+
+
+def record(results: dict[str, dict[str, dict[str, float]]], caption: str, argv: list[str]) -> Record:
+    """The run as a results record (docs/results/README.md): one row per environment and variant."""
+    columns = ["env", "variant", "rows", "forward tokens", "positions", "best s", "median s", "speed-up"]
+    rows = [
+        [env, v, f"{r['rows']}", f"{r['forward_tokens']:,.0f}", f"{r['positions']:,.0f}",
+         f"{r['best_s']:.2f}", f"{r['median_s']:.2f}", f"{r['speedup']:.2f}x"]
+        for env, variants in results.items() for v, r in variants.items()
+    ]  # fmt: skip
+    return Record(
+        name="shared_prefix", title="Shared prompt prefixes in the actor's update", section="actor",
+        command=shlex.join(["python", "benchmarks/shared_prefix.py", *argv]),
+        tables=[Table(columns, rows, caption)], **provenance(),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

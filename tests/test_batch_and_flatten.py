@@ -1,4 +1,4 @@
-"""Training rows: collation layout, Delethink flattening, padding and the correction ratio; the token
+"""Training rows: collation layout, Delethink flattening, padding and rows_per_trajectory; the token
 layout between rows and trajectories; and the errors each names."""
 
 import re
@@ -11,8 +11,8 @@ from verl.core.batch import (
     TokenLayout,
     TrainRow,
     collate_rows,
-    flat_batch_correction_ratio,
     pad_rows_to_multiple,
+    rows_per_trajectory,
     trajectory_rows,
     trim_padding_columns,
 )
@@ -64,13 +64,13 @@ def test_padding_rows_are_untrainable_and_make_the_batch_divisible():
         pad_rows_to_multiple([], 2)
 
 
-def test_correction_ratio_turns_row_mean_into_trajectory_mean():
+def test_rows_per_trajectory_turns_row_mean_into_trajectory_mean():
     # per-token losses: A's tokens 1, 2 | 3 ; B's tokens 4, 6
     # trajectory token-means: A = (1+2+3)/3 = 2, B = (4+6)/2 = 5 -> mean over trajectories 3.5
     rows = pad_rows_to_multiple(trajectory_rows(two_trajectories(), [1.0, 1.0]), 2)  # 3 rows + 1 padding
     batch = collate_rows(rows, PAD)
     loss_mat = torch.tensor([[1.0, 2.0], [3.0, 0.0], [4.0, 6.0], [9.0, 9.0]])
-    ratio = flat_batch_correction_ratio(len(rows), num_trajectories=2)
+    ratio = rows_per_trajectory(len(rows), num_trajectories=2)
     assert ratio == 2.0  # 4 rows / 2 trajectories
     row_mean = core_algos.agg_loss(
         loss_mat,
@@ -81,7 +81,7 @@ def test_correction_ratio_turns_row_mean_into_trajectory_mean():
     # rows: 3/3 + 3/3 + 10/2 + 0 (padding) = 7, over 4 rows = 1.75; times 2 = 3.5
     torch.testing.assert_close(row_mean * ratio, torch.tensor(3.5))
     with pytest.raises(ValueError):
-        flat_batch_correction_ratio(1, 2)
+        rows_per_trajectory(1, 2)
 
 
 def test_trim_padding_columns_keeps_the_response_split():
@@ -119,11 +119,11 @@ def test_padding_copies_the_last_row():
     assert [(r.prompt_ids, r.trainable) for r in padded[3:]] == [([5], False), ([5], False)]
 
 
-def test_the_correction_ratio_takes_one_row_per_trajectory_and_one_trajectory():
-    assert flat_batch_correction_ratio(1, 1) == 1.0
-    assert flat_batch_correction_ratio(3, 3) == 1.0
+def test_rows_per_trajectory_takes_one_row_per_trajectory_and_one_trajectory():
+    assert rows_per_trajectory(1, 1) == 1.0
+    assert rows_per_trajectory(3, 3) == 1.0
     with pytest.raises(ValueError, match=r"^need rows >= trajectories >= 1, got 3 rows for 0 trajectories$"):
-        flat_batch_correction_ratio(3, 0)
+        rows_per_trajectory(3, 0)
 
 
 def test_trim_padding_columns_keeps_one_response_column_when_no_row_has_a_response():

@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 
 from tests.e2e_utils import HANG_S
+from verl.tools.results import load_record
 
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
 
-def test_microbatch_throughput_quick_mode_measures_every_variant(capsys):
+def test_microbatch_throughput_quick_mode_measures_every_variant(capsys, tmp_path):
     benchmark = runpy.run_path(str(BENCHMARKS / "microbatch_throughput.py"))
-    results = benchmark["main"](["--quick", "--repeats", "1"])
+    results = benchmark["main"](["--quick", "--repeats", "1", "--record", str(tmp_path / "micro.yaml")])
 
     variants = ["padded", "budget", "budget+packed"]
     assert list(results) == variants
@@ -28,12 +29,15 @@ def test_microbatch_throughput_quick_mode_measures_every_variant(capsys):
 
     lines = capsys.readouterr().out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[:1] == ["variant"])
-    assert [line.split()[0] for line in lines[header + 1 :]] == variants
+    assert [line.split()[0] for line in lines[header + 1 : header + 4]] == variants
+    (table,) = load_record(tmp_path / "micro.yaml").tables  # the printed table, as a results record
+    assert [row[:2] for row in table.rows] == [[name, str(results[name]["micro"])] for name in variants]
+    assert table.rows[1][-2] == f"{results['budget']['ratio']:.2f}x"
 
 
-def test_shared_prefix_quick_mode_counts_each_shared_prompt_once(capsys):
+def test_shared_prefix_quick_mode_counts_each_shared_prompt_once(capsys, tmp_path):
     benchmark = runpy.run_path(str(BENCHMARKS / "shared_prefix.py"))
-    results = benchmark["main"](["--quick"])
+    results = benchmark["main"](["--quick", "--record", str(tmp_path / "shared.yaml")])
 
     assert list(results) == ["LongCoT", "Delethink"]
     for env, variants in results.items():
@@ -46,6 +50,13 @@ def test_shared_prefix_quick_mode_counts_each_shared_prompt_once(capsys):
     assert results["Delethink"]["padded"]["rows"] > results["LongCoT"]["padded"]["rows"]  # chunk rows
     out = capsys.readouterr().out
     assert "Delethink / LongCoT, shared: forward tokens" in out
+    record = load_record(tmp_path / "shared.yaml")  # the printed table, as a results record
+    assert record.section == "actor" and record.command.endswith(
+        "--quick --record " + str(tmp_path / "shared.yaml")
+    )
+    assert [row[:3] for row in record.tables[0].rows] == [
+        [env, v, str(results[env][v]["rows"])] for env in results for v in ("padded", "shared")
+    ]
 
 
 def _table(report: str, heading: str) -> list[list[str]]:
@@ -95,3 +106,39 @@ def test_gpu_check_smoke_runs_every_section_without_ray(tmp_path):
     for row in rl:
         assert row[1] == "3" and row[-1] == "True", row
         assert float(row[2]) > 0 and float(row[4]) > 0 and float(row[5]) >= float(row[2]), row
+
+
+def test_the_mutation_run_is_written_as_a_results_record_a_row_per_module(tmp_path):
+    mutants = runpy.run_path(str(BENCHMARKS / "mutants.py"))  # its record, without running mutmut
+    counts = dict(mutants=10, killed=8, equivalent=1, survived=1, not_run=0, killed_share=0.8889, wall_s=12.3)
+    unrun = dict(mutants=5, killed=0, equivalent=0, survived=0, not_run=5, killed_share=None, wall_s=None)
+    summary = {
+        "modules": {"verl.core.trimmers": counts, "verl.core.batch": unrun},
+        "survivors": [
+            {"name": "verl.core.trimmers.x_trim__mutmut_3", "status": "survived", "diff": "-a\n+b"}
+        ],
+        "equivalent": [],
+        "stale_equivalent": ["verl.core.trimmers.x_trim__mutmut_1"],
+    }
+    path = tmp_path / "mutants.yaml"
+    mutants["write_record"](path, mutants["record"](summary, "3.8.1", 12.3, []))
+    record = load_record(path)
+    assert (record.section, record.command, record.method) == (
+        "suite",
+        "make mutants",
+        "benchmarks/README.md",
+    )
+    (table,) = record.tables
+    assert table.rows == [
+        ["`verl/core/trimmers.py`", "10", "8", "1", "1", "0", "88.9%", "12"],
+        ["`verl/core/batch.py`", "5", "0", "0", "0", "5", "not run", ""],
+    ]
+    assert table.caption.endswith("; 12 s of wall time.")
+    assert (
+        record.notes
+        == "Named equivalent with another mutation (check again): verl.core.trimmers.x_trim__mutmut_1."
+    )
+
+    reported = mutants["record"]({**summary, "stale_equivalent": []}, "3.8.1", None, ["--report"])
+    assert reported.command == "python benchmarks/mutants.py --report" and reported.notes == ""
+    assert reported.tables[0].caption.endswith("at that commit.")  # nothing ran: no wall time

@@ -3,10 +3,10 @@ import pytest
 from verl.tools.cost_model import (
     PRESETS,
     ModelDims,
-    delethink_chunks,
     delethink_cost,
     longcot_cost,
     main,
+    new_tokens_per_chunk,
     sequence_cost,
 )
 
@@ -91,10 +91,10 @@ def test_closed_form_matches_token_simulation(question, thinking, chunk, keep_he
 
 def test_chunk_schedule():
     # total thinking with I full chunks is C + (I-1)(C-m): 8192 + 22*4096 = 98304
-    assert delethink_chunks(98304, 8192, 4096) == [8192] + [4096] * 22
-    assert delethink_chunks(10, 4, 1) == [4, 3, 3]
-    assert delethink_chunks(11, 4, 1) == [4, 3, 3, 1]
-    assert delethink_chunks(3, 4, 1) == [3]
+    assert new_tokens_per_chunk(98304, 8192, 4096) == [8192] + [4096] * 22
+    assert new_tokens_per_chunk(10, 4, 1) == [4, 3, 3]
+    assert new_tokens_per_chunk(11, 4, 1) == [4, 3, 3, 1]
+    assert new_tokens_per_chunk(3, 4, 1) == [3]
 
 
 @pytest.mark.parametrize("thinking", [0, 1, 5, 8])

@@ -40,6 +40,21 @@ def test_thinking_budget_formula(fields, budget):
     assert DelethinkParams(**fields).thinking_budget == budget
 
 
+@pytest.mark.parametrize("budget, chunks", [(128, 1), (512, 7), (768, 11), (2048, 31)])
+def test_for_budget_finds_the_chunks_that_fill_the_budget(budget, chunks):
+    params = DelethinkParams.for_budget(budget, 128, 9, 55)  # C = 128, m = 64: 128 + (I - 1) * 64
+    assert params.max_chunks == chunks
+    assert params.thinking_budget == budget
+    assert (params.chunk_size, params.keep_head, params.keep_tail) == (128, 9, 55)
+
+
+@pytest.mark.parametrize("budget", [500, 127])
+def test_for_budget_refuses_a_budget_no_whole_chunk_count_fills(budget):
+    message = f"thinking_budget={budget}: must be C = 128 plus whole chunks of C - m = 64 tokens"
+    with pytest.raises(DelethinkParamsError, match=message):
+        DelethinkParams.for_budget(budget, 128, 9, 55)
+
+
 @pytest.mark.parametrize(
     "fields, message",
     [

@@ -100,7 +100,7 @@ def update(
         use_remove_padding=use_remove_padding, share_prompt_prefix=share_prompt_prefix,
     )  # fmt: skip
     batch = batch(actor)
-    metrics = actor.update_policy(batch, num_mini_batches=num_mini_batches, correction_ratio=1.5)
+    metrics = actor.update_policy(batch, num_mini_batches=num_mini_batches, rows_per_trajectory=1.5)
     grads = {n: p.grad.clone() for n, p in m.named_parameters()}
     return grads, {n: p.detach().clone() for n, p in m.named_parameters()}, metrics
 
@@ -128,7 +128,7 @@ def adam_step(model, micro_batch_rows: int, rows: list[int] | None = None) -> di
     batch = make_batch(actor)
     if rows is not None:
         batch = select_rows(batch, torch.tensor(rows))
-    actor.update_policy(batch, num_mini_batches=1, correction_ratio=1.5)
+    actor.update_policy(batch, num_mini_batches=1, rows_per_trajectory=1.5)
     return {name: p.detach().clone() for name, p in m.named_parameters()}
 
 
@@ -223,7 +223,7 @@ def test_mini_batch_index_groups_rows(model):
     order = torch.tensor([8, 0, 3, 1, 6, 4, 7, 2, 5])  # rows shuffled; index says which block each is in
     shuffled = {k: v[order] for k, v in batch.items()}
     shuffled["mini_batch_index"] = order // 3
-    metrics = actor.update_policy(shuffled, num_mini_batches=3, correction_ratio=1.5)
+    metrics = actor.update_policy(shuffled, num_mini_batches=3, rows_per_trajectory=1.5)
     assert_gradients_close({name: p.detach() for name, p in m.named_parameters()}, blocks[1])
     assert metrics["actor/pg_loss"] == metric_approx(blocks[2]["actor/pg_loss"])
 

@@ -74,7 +74,7 @@ def run_case(case: dict, batch: dict, log_prob_rows: list[int], update_rows: lis
     shard = select_rows(batch, torch.tensor(update_rows))
     if mini_index is not None:
         shard["mini_batch_index"] = torch.tensor(mini_index)
-    metrics = actor.update_policy(shard, NUM_MINI_BATCHES, correction_ratio=1.5)
+    metrics = actor.update_policy(shard, NUM_MINI_BATCHES, rows_per_trajectory=1.5)
     # full_tensor gathers a shard from every rank: a collective, called in the same order on all
     params = {
         name: (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().clone()

@@ -43,7 +43,7 @@ def test_train_checkpoint_and_resume(name, tiny_assets, ray_session, tmp_path):
         assert (
             metrics[0]["delethink/num_turns_max"] > 1
         )  # an untrained model rarely stops: it uses its chunks
-        assert metrics[0]["delethink/flat_batch_correction_ratio"] >= 1.0
+        assert metrics[0]["delethink/rows_per_trajectory"] >= 1.0
 
     # weights changed, and the checkpoint is a loadable HF model
     before, after = (

@@ -204,7 +204,7 @@ def test_outcome_advantages_through_the_layout_equal_todays_rows():
 def test_dr_grpo_aggregation_sums_a_delethink_trajectory_over_its_chunk_rows():
     # per-token loss 1 on every response token: chunk rows of trajectory 0 sum 3, 2 and 4, trajectory 1's
     # row sums 2. seq-mean-token-sum-norm with the constant 10 over the 4 rows: (3 + 2 + 4 + 2) / 10 / 4;
-    # the flat-batch correction rows / trajectories = 4 / 2 makes it 11 / 20, the mean over trajectories
+    # rows_per_trajectory = 4 / 2 makes it 11 / 20, the mean over trajectories
     # of (token sum / 10): (9 / 10 + 2 / 10) / 2
     batch = collate_rows(trajectory_rows(three_chunk_and_one_row(), [1.0, 1.0]), pad_token_id=0)
     mask = batch["response_mask"]

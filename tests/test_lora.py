@@ -3,10 +3,12 @@ actor with its adapters off, the HF engine samples from the merged adapters, and
 peft's adapter files and a merged HF model that resume and `from_pretrained` read back."""
 
 import asyncio
+from types import SimpleNamespace
 
 import pytest
 import torch
 from peft import PeftModel
+from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
 from tests.e2e_utils import tiny_config
@@ -15,6 +17,7 @@ from verl.core.batch import collate_rows, trajectory_rows
 from verl.core.engine import SamplingParams
 from verl.core.trajectory import PromptItem
 from verl.models import lora
+from verl.models.tiny import build_model, build_tokenizer
 from verl.single_controller.fsdp_workers import ActorRolloutRefWorker
 
 pytestmark = pytest.mark.slow
@@ -214,23 +217,13 @@ def test_lora_run_with_a_lora_critic_resumes_bit_identically(tiny_assets, tmp_pa
     assert "\\u003c|user|>" in (tmp_path / "viewer.html").read_text()  # a prompt, "<" escaped in <script>
 
 
-def test_a_tied_weight_is_written_once_whatever_its_state_dict_holds(tmp_path):
-    """The tiny model ties lm_head to the embeddings. Its state dict as FSDP2 gathers it (every name a
-    tensor of its own) and as the module holds it (both names one tensor) write the same files."""
-    from safetensors.torch import load_file
-
-    from verl.models.tiny import build_model, build_tokenizer
-
-    model = build_model(build_tokenizer())
-    gathered = {name: value.clone() for name, value in model.state_dict().items()}
+def test_a_gathered_state_with_its_own_lm_head_copy_saves_the_files_of_the_model_itself(tmp_path):
+    model = build_model(build_tokenizer(), seed=0)  # lm_head tied to the embeddings
+    gathered = {name: t.clone() for name, t in model.state_dict().items()}  # an FSDP2 gather: own storage
     assert "lm_head.weight" in gathered
-    assert lora.without_tied_copies(model, gathered).keys() == gathered.keys() - {"lm_head.weight"}
-    model.save_pretrained(tmp_path / "module", state_dict=model.state_dict())
-    model.save_pretrained(tmp_path / "gathered", state_dict=lora.without_tied_copies(model, gathered))
-    written = [load_file(tmp_path / run / "model.safetensors") for run in ("module", "gathered")]
-    assert written[0].keys() == written[1].keys()
-    # an untied model keeps both
-    untied = build_model(build_tokenizer())
-    untied.config.tie_word_embeddings = False
-    untied.lm_head.weight = torch.nn.Parameter(untied.lm_head.weight.detach().clone())
-    assert lora.without_tied_copies(untied, untied.state_dict()).keys() == untied.state_dict().keys()
+    for out, state in (("own", model.state_dict()), ("gathered", gathered)):
+        lora.save_model(tmp_path / out, tmp_path / "adapters", model, state, SimpleNamespace(lora_rank=0),
+                        lora.CAUSAL_LM, lambda: model)  # fmt: skip
+    own, saved = (load_file(tmp_path / out / "model.safetensors") for out in ("own", "gathered"))
+    assert saved.keys() == own.keys() and "lm_head.weight" not in saved
+    assert all(torch.equal(saved[k], own[k]) for k in own)

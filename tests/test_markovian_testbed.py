@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 from tests.e2e_utils import HANG_S
 from verl.data import shift_register as sr
 from verl.eval import paired
+from verl.tools.results import load_record
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "markovian_testbed"
@@ -356,6 +357,11 @@ def test_the_recipe_over_two_seeds_at_smoke_size_writes_every_table(tmp_path):
     assert "| the warm start reached its target | >= 0.0 |" in text and "| 2 of 2 |" in text
     assert "| (a) Delethink-RL's accuracy at B, against LongCoT-RL's | >= 0.95x |" in text
     assert text in result.stdout  # printed as well
+    record = load_record(out / "record.yaml")  # the run's results record, with the call that made it
+    assert (
+        record.verdicts.seeds == [1, 2] and 'SEEDS="1 2"' in record.command and "SIZE=smoke" in record.command
+    )
+    assert [c.held[0] for c in record.verdicts.claims][:1] == [True]  # the warm start's target 0.0
     # the same call again finds every stage done; another STEPS is refused before any stage runs
     again = run_recipe(tmp_path, SEEDS="1 2", SFT_ARGS="train.check_every=3")
     assert again.returncode == 0 and "== 2/4 RL" in again.stdout and "sft:" not in again.stderr
@@ -389,13 +395,6 @@ def test_a_warm_start_below_its_target_stops_the_recipe_before_rl(tmp_path):
     assert "below its target 1.0 (train.stop_at_accuracy)" in result.stderr.splitlines()[-1]
     assert "warm start (seed 1)" in result.stderr.splitlines()[-1]
     assert (tmp_path / "out" / "sft").is_dir() and not (tmp_path / "out" / "longcot").exists()
-
-
-def test_timing_chunks_give_delethink_exactly_the_budget():
-    chunks = load("time_rollouts").delethink_chunks
-    assert [chunks(b, 128, 64) for b in (128, 512, 768, 2048)] == [1, 7, 11, 31]  # 128 + (I - 1) * 64
-    with pytest.raises(ValueError, match="whole chunks of C - m = 64"):
-        chunks(500, 128, 64)
 
 
 def test_op_time_split_counts_matmul_and_attention_kernels_against_the_rest():
@@ -549,6 +548,20 @@ def test_aggregate_over_seeds_counts_where_each_claim_held(tmp_path):
     assert "| the warm start reached its target | >= 0.5 | 0.433 ± 0.289 | 2 of 3 |" in text
     assert "| 3 | 0.000@50, 0.100@100 | **no** (0.5) |" in text
     assert "| claim a | 0.9x (**not held**) | 1.1x (held) | - |" in text
+
+    # the results record of the run: every claim seed by seed, the warm start's from its checks
+    aggregate.main(["--root", str(tmp_path), "--seeds", "1", "2", "3", "--command", "SEEDS='1 2 3' run.sh"])
+    record = load_record(tmp_path / "record.yaml")
+    assert (record.section, record.command) == ("testbed", "SEEDS='1 2 3' run.sh")
+    assert record.verdicts.seeds == [1, 2, 3]
+    claims = {c.claim: c for c in record.verdicts.claims}
+    assert list(claims) == ["the warm start reached its target", "claim a", "claim gain_longcot", "claim b",
+                            "claim c_rollout"]  # fmt: skip
+    warm = claims["the warm start reached its target"]
+    assert warm.measured == ["best 0.600 in 100 SFT steps"] * 2 + ["best 0.100 in 100 SFT steps"]
+    assert warm.held == [True, True, False]
+    assert claims["claim a"].measured == ["0.9x", "1.1x", "not measured: no report"]
+    assert claims["claim a"].held == [False, True, None]
 
 
 def test_step_errors_sorts_each_thinking_token_by_the_rule_that_decides_it():

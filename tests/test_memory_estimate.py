@@ -359,7 +359,9 @@ def test_the_logits_memory_benchmark_quick_mode_runs(capsys):
     benchmark = runpy.run_path(str(Path(__file__).parents[1] / "benchmarks" / "logits_memory.py"))
     results = benchmark["main"](["--quick"])
     assert [(r["phase"], r["layout"]) for r in results] == [("old log-probs", "padded"), ("update", "padded")]
-    assert all(r["before"] > 0 and r["now"] > 0 for r in results)
+    assert all(r["float32"] > 0 and r["actor"] > 0 for r in results)
     update = results[1]
-    assert update["now"] < update["before"] / 2  # 6 float32 copies of the logits before, none now
-    assert "now/before" in capsys.readouterr().out
+    assert (
+        update["actor"] < update["float32"] / 2
+    )  # the float32 path's 6 copies of the logits, the actor's none
+    assert "actor/float32" in capsys.readouterr().out

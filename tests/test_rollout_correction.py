@@ -274,7 +274,7 @@ def policy_update(model, batch, mode):
     config = ActorConfig(loss_agg_mode=mode, grad_clip=1e9, ppo_micro_batch_size_per_gpu=2,
                          entropy_coeff=0.01, use_kl_loss=True, kl_loss_coef=0.1)  # fmt: skip
     actor = DataParallelPPOActor(m, torch.optim.SGD(m.parameters(), lr=0.0), config, 1.0, norm_length=8)
-    metrics = actor.update_policy(batch, num_mini_batches=1, correction_ratio=9 / 6)
+    metrics = actor.update_policy(batch, num_mini_batches=1, rows_per_trajectory=9 / 6)
     return {n: p.grad.clone() for n, p in m.named_parameters()}, metrics
 
 

@@ -1,6 +1,7 @@
 import re
 
 from recipes.scaling.benchmark import QUESTION, main
+from verl.tools.results import load_record, render_entry
 
 # chat template: <|user|> QUESTION <|assistant|> <think>, one token per ASCII byte plus three single tokens
 PROMPT_LEN = len(QUESTION) + 3
@@ -11,6 +12,7 @@ def test_quick_benchmark_measures_equal_thinking_lengths(tmp_path, capsys):
     out = tmp_path / "scaling.png"
     argv = ["--quick", "--out", str(out), "--batch", "2", "--chunks", "1", "3"]
     argv += ["--chunk-size", str(C), "--keep-head", str(HEAD), "--keep-tail", str(TAIL)]
+    argv += ["--record", str(tmp_path / "cost.yaml")]
     run = main(argv)
 
     lines = capsys.readouterr().out.strip().splitlines()
@@ -50,3 +52,13 @@ def test_quick_benchmark_measures_equal_thinking_lengths(tmp_path, capsys):
     # measured, not computed: at least the resident models, and never below the KV cache of the wave
     for m in run["results"]:
         assert m.rollout_rss > max(m.peak_kv_bytes, 2**20) and m.train_rss > 2**20
+
+    # the record holds the printed table's cells, row for row
+    record = load_record(tmp_path / "cost.yaml")
+    assert record.section == "scaling" and "--quick" in record.command and record.date and record.machine
+    (table,) = record.tables
+    assert [row[:2] for row in table.rows] == [["48", "LongCoT"], ["48", "Delethink"], ["112", "LongCoT"],
+                                               ["112", "Delethink"]]  # fmt: skip
+    assert table.rows[2][table.columns.index("max ctx")] == str(PROMPT_LEN + 112)
+    assert table.rows[3][table.columns.index("train tok")] == str(by_key[("Delethink", 112)].train_tokens)
+    assert "| L | env | rollout s |" in "\n".join(render_entry(record))

@@ -30,6 +30,7 @@ from verl.data.synthetic import solve
 from verl.models.tiny import build_model, build_tokenizer, save_tiny
 from verl.trainer import main_sft
 from verl.trainer.sft import batches
+from verl.trainer.sft import loop as sft_loop
 from verl.trainer.sft import task as sft_task
 from verl.trainer.sft.continuation import continuation_example, delethink_cuts
 
@@ -41,7 +42,7 @@ def tokenizer():
     return build_tokenizer()
 
 
-def train_config(**overrides) -> main_sft.TrainConfig:
+def train_config(**overrides) -> sft_config.TrainConfig:
     values = dict(
         steps=10,
         batch_size=4,
@@ -55,7 +56,7 @@ def train_config(**overrides) -> main_sft.TrainConfig:
         check_every=1,
         micro_batches=1,
     )
-    return main_sft.TrainConfig(**{**values, **overrides})
+    return sft_config.TrainConfig(**{**values, **overrides})
 
 
 def test_collate_pads_right_and_masks_prompt_and_padding():
@@ -226,7 +227,7 @@ def test_long_starts_are_the_first_tokens_of_problems_past_the_whole_trace_sizes
 
 
 def test_lr_factor_warmup_then_cosine():
-    factors = [main_sft.lr_factor(step, warmup_steps=2, total_steps=6, min_ratio=0.1) for step in range(6)]
+    factors = [sft_loop.lr_factor(step, warmup_steps=2, total_steps=6, min_ratio=0.1) for step in range(6)]
     # warm-up 1/2, 2/2; then cosine over steps 2..5 from 1 down to 0.1
     expected = [
         0.5,
@@ -246,7 +247,7 @@ def test_a_few_steps_lower_the_loss_on_a_fixed_batch(tokenizer):
     batch = batches.collate([sft_task.encode_example(tokenizer, p) for p in problems], tokenizer.pad_token_id)
     with torch.no_grad():
         before = batches.sft_loss(model, batch).item()
-    losses = main_sft.train(model, lambda: [batch], train_config(steps=10))
+    losses = sft_loop.train(model, lambda: [batch], train_config(steps=10))
     with torch.no_grad():
         after = batches.sft_loss(model, batch).item()
     assert len(losses) == 10
@@ -275,7 +276,7 @@ def test_training_stops_once_the_accuracy_target_is_reached(tokenizer):
     batch = batches.collate([sft_task.encode_example(tokenizer, solve([1]))], tokenizer.pad_token_id)
     readings = iter([0.1, 0.3, 0.5, 0.9])
     cfg = train_config(steps=20, stop_at_accuracy=0.4, check_every=2)
-    losses = main_sft.train(model, lambda: [batch], cfg, lambda: {main_sft.CHECK_METRIC: next(readings)})
+    losses = sft_loop.train(model, lambda: [batch], cfg, lambda: {sft_loop.CHECK_METRIC: next(readings)})
     assert len(losses) == 6  # checks after steps 2 (0.1), 4 (0.3) and 6 (0.5 >= 0.4)
 
 

@@ -1,4 +1,4 @@
-"""Delethink's flat-batch correction (a step's rows per trajectory) weighs the one loss mode that is a mean
+"""Delethink's `rows_per_trajectory` (a step's rows per trajectory) weighs the one loss mode that is a mean
 over trajectories, and only the actor's loss: with token-mean the actor's and the critic's gradients on a
 Delethink batch are the plain token-mean gradients; with the trace-length mode the loss is the mean over
 trajectories of each trajectory's token mean."""
@@ -12,7 +12,7 @@ from tests.e2e_utils import DELETHINK, tiny_config
 from tests.tolerances import assert_gradients_close, metric_approx
 from verl.config import ActorConfig, CriticConfig
 from verl.core import core_algos, log_softmax
-from verl.core.batch import collate_rows, flat_batch_correction_ratio, trajectory_rows
+from verl.core.batch import collate_rows, rows_per_trajectory, trajectory_rows
 from verl.core.trajectory import Trajectory, Turn
 from verl.models.tiny import build_model, build_tokenizer
 from verl.workers.actor.dp_actor import DataParallelPPOActor, response_logits
@@ -32,7 +32,7 @@ TRACE_LENGTHS = torch.tensor([3.0, 3.0, 2.0, 2.0])
 
 
 def test_the_trace_length_mode_is_the_mean_over_trajectories_of_their_token_means():
-    ratio = flat_batch_correction_ratio(num_rows=4, num_trajectories=2)
+    ratio = rows_per_trajectory(num_rows=4, num_trajectories=2)
     assert ratio == 2.0
     loss = core_algos.agg_loss(
         LOSS, MASK, MODE, trace_lengths=TRACE_LENGTHS, global_num_rows=4, global_num_trajectories=4 / ratio
@@ -131,7 +131,7 @@ def chunked_trajectories(num_trajectories=6) -> list[Trajectory]:
 
 
 TRAJECTORIES = chunked_trajectories()
-RATIO = flat_batch_correction_ratio(9, len(TRAJECTORIES))  # 1.5
+RATIO = rows_per_trajectory(9, len(TRAJECTORIES))  # 1.5
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +156,7 @@ def actor_update(model, batch, mode, ratio, loss_divisor_rows=None):
         loss_agg_mode=mode, grad_clip=1e9, ppo_micro_batch_size_per_gpu=2, loss_divisor_rows=loss_divisor_rows
     )
     actor = DataParallelPPOActor(m, torch.optim.SGD(m.parameters(), lr=0.0), config, 1.0, norm_length=8)
-    metrics = actor.update_policy(batch, num_mini_batches=1, correction_ratio=ratio)
+    metrics = actor.update_policy(batch, num_mini_batches=1, rows_per_trajectory=ratio)
     return {n: p.grad.clone() for n, p in m.named_parameters()}, metrics
 
 
@@ -299,6 +299,6 @@ def test_the_delethink_trainer_logs_the_ratio_only_for_the_trajectory_mean_mode(
     # 9 chunk rows padded to 10 (2 mini-batches x 1 rank): 10 rows for 6 trajectories
     assert batch["responses"].shape[0] == 10 and ratio == 10 / 6
     assert metrics["delethink/flat_batch_size"] == 9
-    assert ("delethink/flat_batch_correction_ratio" in metrics) == logged
+    assert ("delethink/rows_per_trajectory" in metrics) == logged
     if logged:
-        assert metrics["delethink/flat_batch_correction_ratio"] == 10 / 6
+        assert metrics["delethink/rows_per_trajectory"] == 10 / 6

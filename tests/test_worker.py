@@ -49,7 +49,7 @@ def test_rollout_log_probs_match_the_actor_and_update_reaches_the_engine(worker)
 
     before = worker.engine_state_dict()
     batch["old_log_probs"] = old
-    metrics = worker.update_actor(batch, num_mini_batches=1, correction_ratio=len(rows) / 4)
+    metrics = worker.update_actor(batch, num_mini_batches=1, rows_per_trajectory=len(rows) / 4)
     assert metrics["actor/grad_norm"] > 0
     after = worker.engine_state_dict()
     actor = worker.full_state_dict()

@@ -57,7 +57,7 @@ def _one_update(cfg, batch_source=None):
             batch_source = collate_rows(rows, tok.pad_token_id)
         batch = dict(batch_source)
         batch["old_log_probs"] = group.compute_log_prob(batch)
-        metrics = group.update_actor(batch, num_mini_batches=2, correction_ratio=1.5)
+        metrics = group.update_actor(batch, num_mini_batches=2, rows_per_trajectory=1.5)
         weights = group.full_state_dict()
         for engine_weights in group.engine_state_dicts():  # every rank's engine samples from the new policy
             for name, value in weights.items():

@@ -214,66 +214,96 @@ def rollout_ratio_per_step(records: dict[str, list[dict[str, Any]]]) -> list[flo
     return [gen["delethink"][s] / gen["longcot"][s] for s in steps]
 
 
+C_ROLLOUT_CLAIM = "(c) Delethink's rollout per RL step, against LongCoT's (in training)"
+C_ROLLOUT_TARGET = f"<= {TARGET_C_ROLLOUT}x"
+C_CROSSOVER_CLAIM = "(c) the budget from which Delethink's whole RL step per trajectory is the cheaper"
+C_CROSSOVER_TARGET = "within the measured budgets"
+C_FLAT_CLAIM = "(c) Delethink's rollout time per token stays flat as the budget grows, LongCoT's grows"
+C_FLAT_TARGET = f"Delethink <= {TARGET_C_FLAT}x, LongCoT more"
+
+
 def claim_c(
     run_dirs: dict[str, Path], timing: dict[str, Any] | None, budget: int, chunk: int, carry: int
 ) -> tuple[list[str], dict[str, list[dict[str, Any]]], list[Verdict]]:
-    lines = ["## (c) training cost", ""]
+    """The cost section: each RL run's step times and FLOPs, the in-training rollout ratio, and the timing
+    stage's tables (`timing`: time_rollouts.py's JSON); its lines, what the plots need, its verdicts."""
     records = {mode: read_jsonl(d / "metrics.jsonl") for mode, d in run_dirs.items()}
-    verdicts = []
-    rollout_claim = "(c) Delethink's rollout per RL step, against LongCoT's (in training)"
-    rollout_target = f"<= {TARGET_C_ROLLOUT}x"
+    lines = ["## (c) training cost", ""]
+    rollout = not_measured("c_rollout", C_ROLLOUT_CLAIM, C_ROLLOUT_TARGET, "no pair of RL runs")
     if run_dirs:
-        hf_dir = sorted(next(iter(run_dirs.values())).glob("global_step_*/actor/huggingface"))[-1]
-        dims = qwen2_dims(AutoConfig.from_pretrained(hf_dir))
-        tokenizer = AutoTokenizer.from_pretrained(hf_dir)
-        lines += [
-            "Per RL step, medians over the run (rollout = generation; update = old log-probs + PPO update).",
-            "FLOPs: verl/tools/cost_model.py over every logged training trajectory (generation + 3x",
-            "forward).",
-            "",
-            "| run | steps | rollout (s) | update (s) | step (s) | thinking tokens / traj | est. FLOPs |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for mode, recs in records.items():
-            update = [
-                r["timing/old_log_prob_s"] + r["timing/update_s"] for r in recs if "timing/update_s" in r
-            ]
-            flops = logged_run_flops(
-                run_dirs[mode], dims, tokenizer, (chunk, carry) if mode == "delethink" else None
-            )
-            steps = [r for r in recs if "timing/step_s" in r]
-            lines.append(
-                f"| {mode} | {len(steps)} | {median_of(recs, 'timing/gen_s'):.2f} | "
-                f"{np.median(update):.2f} | {median_of(recs, 'timing/step_s'):.2f} | "
-                f"{median_of(recs, 'train/thinking_tokens_mean'):.0f} | {flops:.3e} |"
-            )
-        ratios = rollout_ratio_per_step(records) if {"longcot", "delethink"} <= set(records) else []
-        if ratios:
-            median = float(np.median(ratios))
-            low, high = np.percentile(ratios, [25, 75])
-            held = median <= TARGET_C_ROLLOUT
-            lines += [
-                "",
-                f"Rollout per step, Delethink / LongCoT = {median:.2f} (median over {len(ratios)} steps, "
-                f"each step's two rollouts on the same prompts; quartiles {low:.2f}-{high:.2f}; target "
-                f"{rollout_target}): {verdict(held)}",
-            ]
-            measured = f"{median:.2f}x (quartiles {low:.2f}-{high:.2f} over {len(ratios)} steps)"
-            verdicts.append(Verdict("c_rollout", rollout_claim, rollout_target, measured, median, held))
-        lines.append("")
-    if not verdicts:
-        verdicts.append(not_measured("c_rollout", rollout_claim, rollout_target, "no pair of RL runs"))
-    crossover_claim = "(c) the budget from which Delethink's whole RL step per trajectory is the cheaper"
-    flat_claim = "(c) Delethink's rollout time per token stays flat as the budget grows, LongCoT's grows"
-    flat_target = f"Delethink <= {TARGET_C_FLAT}x, LongCoT more"
+        lines += training_table(records, run_flops(run_dirs, chunk, carry))
+        ratio_lines, in_training = rollout_in_training(records)
+        lines += [*ratio_lines, ""]
+        rollout = in_training or rollout
+    verdicts = [rollout]
     if timing is None:
         verdicts += [
-            not_measured("c_crossover", crossover_claim, "within the measured budgets", "no timing stage"),
-            not_measured("c_flat", flat_claim, flat_target, "no timing stage"),
+            not_measured("c_crossover", C_CROSSOVER_CLAIM, C_CROSSOVER_TARGET, "no timing stage"),
+            not_measured("c_flat", C_FLAT_CLAIM, C_FLAT_TARGET, "no timing stage"),
         ]
         return lines + ["![cost](cost.png)", ""], {"records": records, "timing": []}, verdicts
     rows = timing["rows"]
-    lines += [
+    lines += timing_table(timing) + cost_curve(rows) + as_trained_lines(timing["as_trained"], rows)
+    verdicts.append(crossover_verdict(rows, budget))
+    flat_lines, flat = flatness(rows)
+    lines += [*flat_lines, ""]
+    verdicts.append(flat)
+    return lines + ["![cost](cost.png)", ""], {"records": records, "timing": rows}, verdicts
+
+
+def run_flops(run_dirs: dict[str, Path], chunk: int, carry: int) -> dict[str, float]:
+    """Each RL run's estimated FLOPs over every logged training trajectory (verl/tools/cost_model.py:
+    generation + 3x forward), with the model shape and tokenizer of the newest checkpoint."""
+    hf_dir = sorted(next(iter(run_dirs.values())).glob("global_step_*/actor/huggingface"))[-1]
+    dims = qwen2_dims(AutoConfig.from_pretrained(hf_dir))
+    tokenizer = AutoTokenizer.from_pretrained(hf_dir)
+    return {
+        mode: logged_run_flops(d, dims, tokenizer, (chunk, carry) if mode == "delethink" else None)
+        for mode, d in run_dirs.items()
+    }
+
+
+def training_table(records: dict[str, list[dict[str, Any]]], flops: dict[str, float]) -> list[str]:
+    lines = [
+        "Per RL step, medians over the run (rollout = generation; update = old log-probs + PPO update).",
+        "FLOPs: verl/tools/cost_model.py over every logged training trajectory (generation + 3x",
+        "forward).",
+        "",
+        "| run | steps | rollout (s) | update (s) | step (s) | thinking tokens / traj | est. FLOPs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for mode, recs in records.items():
+        update = [r["timing/old_log_prob_s"] + r["timing/update_s"] for r in recs if "timing/update_s" in r]
+        steps = [r for r in recs if "timing/step_s" in r]
+        lines.append(
+            f"| {mode} | {len(steps)} | {median_of(recs, 'timing/gen_s'):.2f} | "
+            f"{np.median(update):.2f} | {median_of(recs, 'timing/step_s'):.2f} | "
+            f"{median_of(recs, 'train/thinking_tokens_mean'):.0f} | {flops[mode]:.3e} |"
+        )
+    return lines
+
+
+def rollout_in_training(records: dict[str, list[dict[str, Any]]]) -> tuple[list[str], Verdict | None]:
+    """The in-training rollout claim: Delethink / LongCoT rollout time step by step (None: not both runs)."""
+    ratios = rollout_ratio_per_step(records) if {"longcot", "delethink"} <= set(records) else []
+    if not ratios:
+        return [], None
+    median = float(np.median(ratios))
+    low, high = np.percentile(ratios, [25, 75])
+    held = median <= TARGET_C_ROLLOUT
+    lines = [
+        "",
+        f"Rollout per step, Delethink / LongCoT = {median:.2f} (median over {len(ratios)} steps, "
+        f"each step's two rollouts on the same prompts; quartiles {low:.2f}-{high:.2f}; target "
+        f"{C_ROLLOUT_TARGET}): {verdict(held)}",
+    ]
+    measured = f"{median:.2f}x (quartiles {low:.2f}-{high:.2f} over {len(ratios)} steps)"
+    return lines, Verdict("c_rollout", C_ROLLOUT_CLAIM, C_ROLLOUT_TARGET, measured, median, held)
+
+
+def timing_table(timing: dict[str, Any]) -> list[str]:
+    """The timing stage's rollouts at each budget: seconds, ratio, ms per token, Delethink's prefill."""
+    lines = [
         f"Rollout of one RL-step-sized batch ({timing['prompts']} problems x {timing['samples']} samples) at "
         "budgets B..8B (`time_rollouts.py`): end-of-sequence ignored, so every sample writes its whole "
         f"budget; both trained models alternate in one process, median of {timing['repeats']} repeats.",
@@ -282,7 +312,7 @@ def claim_c(
         "| Delethink ms/token | Delethink prefill s (tokens prefilled / copied) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
+    for r in timing["rows"]:
         lc, dt = r["longcot"], r["delethink"]
         lines.append(
             f"| {r['budget']} | {r['max_chunks']} | {lc['wall_s']:.2f} | {dt['wall_s']:.2f} | "
@@ -290,54 +320,56 @@ def claim_c(
             f"{ms_per_token(dt):.3f} | {dt['prefill_s']:.2f} ({dt['prefill_tokens']} / "
             f"{dt['reused_prompt_tokens']}) |"
         )
-    lines += cost_curve(rows)
-    if timed_updates(rows):
-        step = crossover(rows, "step_delethink_over_longcot")
-        last = rows[-1]
-        at_last = f"{last['step_delethink_over_longcot']:.2f}x at {last['budget']}"
-        measured = f"from {step} = {step / budget:g}B ({at_last})" if step else f"none measured ({at_last})"
-        verdicts.append(
-            Verdict(
-                "c_crossover", crossover_claim, "within the measured budgets", measured,
-                None if step is None else step / budget, step is not None,
-            )
-        )  # fmt: skip
-    else:
-        verdicts.append(
-            not_measured("c_crossover", crossover_claim, "within the measured budgets", "old timing.json")
-        )
-    trained = timing["as_trained"]
+    return lines
+
+
+def crossover_verdict(rows: list[dict[str, Any]], budget: int) -> Verdict:
+    """The budget from which Delethink's whole step per trajectory stays the cheaper, in units of B."""
+    if not timed_updates(rows):
+        return not_measured("c_crossover", C_CROSSOVER_CLAIM, C_CROSSOVER_TARGET, "old timing.json")
+    step = crossover(rows, "step_delethink_over_longcot")
+    last = rows[-1]
+    at_last = f"{last['step_delethink_over_longcot']:.2f}x at {last['budget']}"
+    measured = f"from {step} = {step / budget:g}B ({at_last})" if step else f"none measured ({at_last})"
+    return Verdict(
+        "c_crossover", C_CROSSOVER_CLAIM, C_CROSSOVER_TARGET, measured,
+        None if step is None else step / budget, step is not None,
+    )  # fmt: skip
+
+
+def as_trained_lines(trained: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """The pair with end-of-sequence honoured, and the budgets at which Delethink's rollout is cheaper."""
     lc, dt, ratio = trained["longcot"], trained["delethink"], trained["delethink_over_longcot"]
-    lines.append(
+    cheaper = [r["budget"] for r in rows if r["delethink_over_longcot"] < 1]
+    return [
         f"- at {trained['budget']} with end-of-sequence honoured, as in training: "
         f"Delethink {dt['wall_s']:.2f} s ({dt['thinking_tokens']} thinking tokens), "
         f"LongCoT {lc['wall_s']:.2f} s ({lc['thinking_tokens']}); "
-        f"Delethink / LongCoT = {ratio:.2f} (target < 1): {verdict(ratio < 1)}"
+        f"Delethink / LongCoT = {ratio:.2f} (target < 1): {verdict(ratio < 1)}",
+        f"- budgets at which Delethink's rollout is the cheaper one: {cheaper or 'none measured'}",
+    ]
+
+
+def flatness(rows: list[dict[str, Any]]) -> tuple[list[str], Verdict]:
+    """Per-token rollout time at the largest budget over at the smallest, each environment; the claim."""
+    if len(rows) < 2:
+        return [], not_measured("c_flat", C_FLAT_CLAIM, C_FLAT_TARGET, "one budget timed")
+    first, last = rows[0], rows[-1]
+    growth = {m: ms_per_token(last[m]) / ms_per_token(first[m]) for m in ("longcot", "delethink")}
+    lines = [
+        f"- {mode}: per-token time at {last['budget']} / at {first['budget']} = {growth[mode]:.2f}x"
+        for mode in ("longcot", "delethink")
+    ]
+    held = growth["delethink"] <= TARGET_C_FLAT and growth["longcot"] > max(1.0, growth["delethink"])
+    lines.append(
+        f"- target: Delethink flat within {TARGET_C_FLAT}x, LongCoT growing (> 1x) and faster than "
+        f"Delethink: {verdict(held)}"
     )
-    cheaper = [r["budget"] for r in rows if r["delethink_over_longcot"] < 1]
-    lines.append(f"- budgets at which Delethink's rollout is the cheaper one: {cheaper or 'none measured'}")
-    if len(rows) >= 2:
-        first, last = rows[0], rows[-1]
-        growth = {m: ms_per_token(last[m]) / ms_per_token(first[m]) for m in ("longcot", "delethink")}
-        for mode in ("longcot", "delethink"):
-            lines.append(
-                f"- {mode}: per-token time at {last['budget']} / at {first['budget']} = {growth[mode]:.2f}x"
-            )
-        lc_grows = growth["longcot"] > max(1.0, growth["delethink"])
-        held = growth["delethink"] <= TARGET_C_FLAT and lc_grows
-        lines.append(
-            f"- target: Delethink flat within {TARGET_C_FLAT}x, LongCoT growing (> 1x) and faster than "
-            f"Delethink: {verdict(held)}"
-        )
-        measured = (
-            f"Delethink {growth['delethink']:.2f}x, LongCoT {growth['longcot']:.2f}x from {first['budget']} "
-            f"to {last['budget']}"
-        )
-        verdicts.append(Verdict("c_flat", flat_claim, flat_target, measured, growth["delethink"], held))
-    else:
-        verdicts.append(not_measured("c_flat", flat_claim, flat_target, "one budget timed"))
-    lines.append("")
-    return lines + ["![cost](cost.png)", ""], {"records": records, "timing": rows}, verdicts
+    measured = (
+        f"Delethink {growth['delethink']:.2f}x, LongCoT {growth['longcot']:.2f}x from {first['budget']} "
+        f"to {last['budget']}"
+    )
+    return lines, Verdict("c_flat", C_FLAT_CLAIM, C_FLAT_TARGET, measured, growth["delethink"], held)
 
 
 def plot(root: Path, lc: dict | None, dt: dict | None, budget: int, cost: dict[str, Any]) -> None:

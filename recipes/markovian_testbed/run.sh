@@ -22,8 +22,9 @@
 # lora_vs_full.sh compares; no sweeps, timing or report).
 # SEED seeds the model's initial weights, the warm start and both RL runs (the problems stay the same).
 # SEEDS="1 2 3" runs everything once per seed into $OUT/seed_N, then writes $OUT/aggregate.md (each claim's
-# mean and spread over the seeds and in how many it held; aggregate.py); a seed that stops (a warm start
-# below its target) does not stop the others.
+# mean and spread over the seeds and in how many it held; aggregate.py) and $OUT/record.yaml (the run's
+# results record, docs/results/README.md); a seed that stops (a warm start below its target) does not stop
+# the others.
 # Sizes: the default is the full setting (B = 512, about 80 minutes on 2 quiet cores); SIZE=demo is the
 # quickstart's (B = 256, under 15 minutes); SIZE=smoke is CI's (seconds per stage, numbers meaningless).
 # SFT_ARGS: Hydra overrides for the warm start.
@@ -65,8 +66,11 @@ if [[ -n ${SEEDS+set} ]]; then
     echo "==== seed $seed of: $seeds"
     env -u SEEDS SEED="$seed" OUT="$OUT/seed_$seed" bash "$0" "$@" || stopped+=("$seed")
   done
+  # this call, for the results record aggregate.py writes ($OUT/record.yaml)
+  call="SIZE=$SIZE SEEDS=\"$SEEDS\" OUT=$OUT STEPS=$STEPS${SFT_ARGS:+ SFT_ARGS=\"$SFT_ARGS\"}"
+  call+="${STOP_AFTER:+ STOP_AFTER=$STOP_AFTER} bash recipes/markovian_testbed/run.sh${*:+ $*}"
   # shellcheck disable=SC2086  # one argument per seed
-  "$PYTHON" recipes/markovian_testbed/aggregate.py --root "$OUT" --seeds $seeds
+  "$PYTHON" recipes/markovian_testbed/aggregate.py --root "$OUT" --seeds $seeds --command "$call"
   if ((${#stopped[@]})); then
     echo "seeds that stopped before their report: ${stopped[*]} (their lines above say why)" >&2
     exit 1
@@ -163,10 +167,9 @@ evaluate heldout_delethink_rl "$OUT/delethink/$final" delethink "$heldout" "$HEL
 stop_after heldout
 # budgets B, 1.5B, 2B, 3B, 4B (up to SWEEP_TO x B): LongCoT by length, Delethink by chunks (each adds
 # C - m = C/2 tokens)
-chunks_for() { echo $((1 + ($1 - C) / (C - M))); }
 read -ra budgets <<< "$(for half in 2 3 4 6 8; do if ((half <= 2 * ${SWEEP_TO:-4})); then echo -n "$((half * B / 2)) "; fi; done)"
 lc_budgets=$(IFS=,; echo "${budgets[*]}")
-dt_chunks=$(for b in "${budgets[@]}"; do chunks_for "$b"; done | paste -sd,)
+dt_chunks=$(delethink_chunks "${budgets[@]}")
 if ((SWEEPS)); then
   evaluate longcot_rl "$OUT/longcot/$final" longcot "$OUT/data/eval.jsonl" "$EVAL_N" longcot.budgets=[$lc_budgets]
   evaluate delethink_rl "$OUT/delethink/$final" delethink "$OUT/data/eval.jsonl" "$EVAL_N" \

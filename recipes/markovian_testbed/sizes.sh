@@ -4,8 +4,8 @@
 # SIZE_SETTINGS holds the size's NAME=VALUE words: run.sh records them in each output directory's
 # run_config.json, so a directory started before one of them changed is refused, not silently reused.
 
-# B: LongCoT's budget. C = B/4, keep_head = one step (9 tokens), keep_tail = C/2 - 9, so m = C/2 and
-# I = 1 + (B - C)/(C - m) = 7 chunks give Delethink the same budget B.
+# B: LongCoT's budget. C = B/4, keep_head = one step (9 tokens), keep_tail = C/2 - 9, so m = C/2, and I
+# is the chunk count that gives Delethink the same budget B (7; delethink_chunks asks DelethinkParams).
 # TIMING_TO: the timing stage's largest budget, in B; TIMING_THREADS: its torch threads (smoke: B and 2B on
 # one thread, to stay cheap in CI: two threads on a busy machine spin while they wait for each other).
 # SFT_TARGET: the warm start's held-out T = 1 accuracy at which SFT stops (checked every SFT_CHECK_EVERY
@@ -15,26 +15,27 @@
 # larger share of its examples are chunks (README).
 # ZERO_PROB: each digit of a warm-start problem's starting register is 0 with this probability (then
 # uniform; task.zero_prob). Zeros get SFT off its plateau (README), but a step that adds 0 is answered by
-# copying one digit, and the demo's whole traces (15%, the only examples that train a trace's first sum)
-# learned that shortcut at 0.5: 3 of 10 warm starts missed their target, two on the first sum, one on
-# the counter (step_errors.py); at 0.25, 10 of 10 reached it (docs/RESULTS.md). The full setting's first
+# copying one digit, and at 0.5 the demo's whole traces (15%, the only examples that train a trace's first
+# sum) learn that shortcut: 3 of 10 warm starts miss their target, two on the first sum, one on the
+# counter (step_errors.py); at 0.25, 10 of 10 reach it (docs/RESULTS.md#demo). The full setting's first
 # sum is right at 0.5 (half its examples are whole traces or long starts).
 # LONG_START: the share of SFT examples that are long starts (task.long_start.prob), the only examples
 # besides whole traces that train copying n into the first counter: at 0.1 one full-setting seed in three
-# never learned that copy and another was slow (1 of 3 reached the target); at 0.3, 3 of 3 (README).
+# never learns that copy and another is slow (1 of 3 reach the target); at 0.3, 3 of 3
+# (docs/RESULTS.md#full_setting).
 # ANSWER_CUTS: the share of continuation chunks cut after `</think>` (task.continuation.answer_prob).
 # CHECK_BOTH: 1 checks the warm start with Delethink inference too (I chunks) and stops it on the lower
 # of the two accuracies. The demo sets both (the smoke size too, so CI runs them): at B = 256 a third of
-# the Delethink samples are cut inside the answer, and one demo seed's warm start, stopped on LongCoT
-# inference alone, resumed those badly (probe 0.51x, (a) 0.53x; docs/RESULTS.md). A share of 0.05
-# resumed seed 2 worse.
+# the Delethink samples are cut inside the answer, and a warm start stopped on LongCoT inference alone
+# can resume those badly (one demo seed: probe 0.51x, (a) 0.53x); with ANSWER_CUTS=0.05 seed 2 resumes
+# worse than with 0.2.
 # HELDOUT x HELDOUT_N: held-out problems of the trained sizes x samples each, at B, for the gains over the
 # warm start and claim (a); PER_GROUP x EVAL_N: problems per group x samples of the budget sweeps (claim
 # (b)), which SWEEPS=0 leaves out: the demo's warm start has no long starts, so it never saw a problem
 # past B and (b) would measure that, not the method.
 # SWEEP_TO, VAL_SIZE: smoke's alone (the other sizes: 4 and 32): the sweeps' largest budget in B, and the RL
 # runs' validation problems. Smoke sweeps B..2B, what claim (b) reads, and validates on 4 problems: the
-# budgets past 2B and the 32 problems were most of a smoke seed's time.
+# budgets past 2B and the 32 problems are most of a smoke seed's time.
 case $SIZE in
   full) SIZE_SETTINGS="B=512 SFT_STEPS=1500 SFT_TARGET=0.8 SFT_CHECK_EVERY=250 CONT_PROB=0.5 ZERO_PROB=0.5 ANSWER_CUTS=0 CHECK_BOTH=0 LONG_START=0.3 SWEEPS=1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 HELDOUT=192 HELDOUT_N=4 EVAL_N=4 PER_GROUP=48 TIMING=16 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2" ;;
   demo) SIZE_SETTINGS="B=256 SFT_STEPS=1500 SFT_TARGET=0.5 SFT_CHECK_EVERY=50 CONT_PROB=0.85 ZERO_PROB=0.25 ANSWER_CUTS=0.2 CHECK_BOTH=1 LONG_START=0 SWEEPS=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 HELDOUT=192 HELDOUT_N=4 EVAL_N=2 PER_GROUP=24 TIMING=8 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2" ;;
@@ -44,8 +45,14 @@ esac
 # shellcheck disable=SC2086  # one NAME=VALUE word each
 declare -g $SIZE_SETTINGS
 C=$((B / 4)) HEAD=9
-TAIL=$((C / 2 - HEAD)) M=$((C / 2))
-I=$((1 + (B - C) / (C - M)))
+TAIL=$((C / 2 - HEAD)) M=$((HEAD + TAIL))
+# delethink_chunks BUDGET...: for each budget the I that fills it with these C, keep_head and keep_tail
+# (DelethinkParams.for_budget), comma-separated; a budget no I fills stops the script
+delethink_chunks() {
+  "$PYTHON" -c "import sys; from verl.core.delethink import DelethinkParams as P
+print(','.join(str(P.for_budget(int(b), $C, $HEAD, $TAIL).max_chunks) for b in sys.argv[1:]))" "$@"
+}
+I=$(delethink_chunks "$B")
 MIN_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(max(1, s($B) // 4))")
 MAX_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(s($B))")
 CONT_MAX_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(s(4 * $B))")

@@ -9,11 +9,11 @@ environments run one after the other at every budget, `--repeats` times, in alte
 from other processes hits both alike; the medians and their ratio are what to read. End-of-sequence is
 ignored, so every sample writes its whole budget: the time measures the length, not where a model
 happened to stop, and both environments produce the same number of thinking tokens. LongCoT at budget b
-is one request of b new tokens; Delethink is C new tokens, then chunks of C - m, I = 1 + (b - C)/(C - m)
-chunks in all, each prefilling question + carry-over again (less what the engine copies: identical
-prompts of one group, and the question and head a chunk shares with the trace's previous chunk). The
-engine's counters split each run's time into prefill and decode. One more pair at the first budget
-honours end-of-sequence, as training does: the rollout of an RL step as it happens.
+is one request of b new tokens; Delethink is C new tokens, then chunks of C - m, as many as fill b
+(`DelethinkParams.for_budget`), each prefilling question + carry-over again (less what the engine
+copies: identical prompts of one group, and the question and head a chunk shares with the trace's
+previous chunk). The engine's counters split each run's time into prefill and decode. One more pair
+at the first budget honours end-of-sequence, as training does: the rollout of an RL step as it happens.
 
 After each rollout the same process times that batch's update as the trainer makes it: the old
 log-probs (one forward over the training rows) and the PPO update, with the actor settings of
@@ -36,10 +36,14 @@ import json
 import statistics
 import sys
 import time
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from verl.core.delethink import DelethinkParams
+    from verl.core.engine import SamplingParams
     from verl.core.trajectory import Trajectory
     from verl.workers.actor.dp_actor import DataParallelPPOActor
 
@@ -57,16 +61,6 @@ MATMUL_OPS = frozenset({
     "aten::_scaled_dot_product_flash_attention_for_cpu",
     "aten::_scaled_dot_product_flash_attention_for_cpu_backward",
 })  # fmt: skip
-
-
-def delethink_chunks(budget: int, chunk: int, carry: int) -> int:
-    """I such that C + (I - 1)(C - m) = budget; the budget must be C plus whole later chunks."""
-    later, rest = divmod(budget - chunk, chunk - carry)
-    if budget < chunk or rest:
-        raise ValueError(
-            f"budget {budget} is not C = {chunk} plus whole chunks of C - m = {chunk - carry} tokens"
-        )
-    return 1 + later
 
 
 def _load(model_path: str, num_threads: int):
@@ -90,6 +84,7 @@ def _actor(mode: str, model_path: str, args: argparse.Namespace, budget: int) ->
     """The trainer's actor for `mode` on a copy of the model (the testbed config's update settings, with
     this batch's prompts and samples), and its optimizer steps per batch."""
     from verl.config import compose_config
+    from verl.core.delethink import DelethinkParams
     from verl.eval.config import resolve_model_dir
     from verl.single_controller.fsdp_workers import load_causal_lm, make_optimizer
     from verl.trainer.config_loader import load_config
@@ -102,7 +97,7 @@ def _actor(mode: str, model_path: str, args: argparse.Namespace, budget: int) ->
         f"actor_rollout_ref.rollout.n={args.samples}",
     ]  # fmt: skip
     if mode == "delethink":
-        chunks = delethink_chunks(budget, args.chunk, args.keep_head + args.keep_tail)
+        chunks = DelethinkParams.for_budget(budget, args.chunk, args.keep_head, args.keep_tail).max_chunks
         overrides += [
             f"algorithm.delethink.chunk_size={args.chunk}", f"algorithm.delethink.keep_head={args.keep_head}",
             f"algorithm.delethink.keep_tail={args.keep_tail}", f"algorithm.delethink.max_chunks={chunks}",
@@ -124,8 +119,8 @@ def _time_update(setup: ActorSetup, trajectories: list[Trajectory], pad_token_id
     """Old log-probs and one PPO update of `trajectories`' training rows, as the trainer makes them."""
     from verl.core.batch import (
         collate_rows,
-        flat_batch_correction_ratio,
         pad_rows_to_multiple,
+        rows_per_trajectory,
         trajectory_rows,
     )
 
@@ -137,9 +132,7 @@ def _time_update(setup: ActorSetup, trajectories: list[Trajectory], pad_token_id
     batch["old_log_probs"] = actor.compute_log_prob(
         batch, actor.config.ppo_micro_batch_size_per_gpu, max_token_len=log_prob_max_tokens
     )
-    metrics = actor.update_policy(
-        batch, num_mini_batches, flat_batch_correction_ratio(len(rows), len(trajectories))
-    )
+    metrics = actor.update_policy(batch, num_mini_batches, rows_per_trajectory(len(rows), len(trajectories)))
     return {"update_s": time.perf_counter() - start, "train_tokens": metrics["actor/forward_tokens"]}
 
 
@@ -208,7 +201,7 @@ def _median_row(runs: list[dict[str, float]]) -> dict[str, Any]:
     return row
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--longcot", required=True, help="LongCoT-RL checkpoint (global_step_N/) or HF dir")
     parser.add_argument("--delethink", required=True, help="Delethink-RL checkpoint or HF dir")
@@ -228,115 +221,154 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--profile-update", action="store_true",
         help="profile one update per environment at the first budget instead of the timing table",
     )  # fmt: skip
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    from tqdm import tqdm
 
-    from verl.agent_loop.delethink import DelethinkAgentLoop
-    from verl.agent_loop.single_turn import SingleTurnAgentLoop
-    from verl.core.delethink import DelethinkParams
-    from verl.core.engine import SamplingParams
-    from verl.data.rl_dataset import load_prompts
-    from verl.utils.fs import atomic_write_text
-    from verl.utils.seeding import derive_seed
+@dataclass
+class Bench:
+    """Both trained models in one process, each with its engine and actor, and the batch they roll out:
+    `--prompts` questions x `--samples` samples."""
 
-    budgets = [int(b) for b in args.budgets.split(",")]
-    carry = args.keep_head + args.keep_tail
-    chunks = {b: delethink_chunks(b, args.chunk, carry) for b in budgets}  # checked before any model loads
-    loaded = {mode: _load(getattr(args, mode), args.num_threads) for mode in MODES}
-    tokenizer = loaded["longcot"][0]
-    actors = {mode: _actor(mode, getattr(args, mode), args, budgets[0]) for mode in MODES}
-    questions = load_prompts([args.data], tokenizer, "prompt", args.max_question_tokens, True)[: args.prompts]
-    items = [item for item in questions for _ in range(args.samples)]
+    args: argparse.Namespace
+    loaded: dict[str, tuple[Any, Any]]  # mode -> (tokenizer, engine)
+    actors: dict[str, ActorSetup]
+    questions: list[Any]
 
-    def params(max_new_tokens: int, ignore_eos: bool = True) -> list[SamplingParams]:
+    @cached_property
+    def items(self) -> list[Any]:
+        return [item for item in self.questions for _ in range(self.args.samples)]
+
+    def params(self, max_new_tokens: int, ignore_eos: bool = True) -> list[SamplingParams]:
+        from verl.core.engine import SamplingParams
+        from verl.utils.seeding import derive_seed
+
         # sample j of problem p: the same seed in both environments, so their first C tokens agree
-        seeds = [derive_seed(args.seed, *divmod(i, args.samples)) for i in range(len(items))]
+        seeds = [derive_seed(self.args.seed, *divmod(i, self.args.samples)) for i in range(len(self.items))]
         return [SamplingParams(max_new_tokens, seed=seed, ignore_eos=ignore_eos) for seed in seeds]
 
-    def time_both(budget: int, ignore_eos: bool) -> dict[str, Any]:
-        """Both environments at one budget, alternating; the medians and their ratio."""
-        dt_params = DelethinkParams(args.chunk, args.keep_head, args.keep_tail, None, chunks[budget])
-        setups = {
-            "longcot": (SingleTurnAgentLoop(loaded["longcot"][1]), params(budget, ignore_eos)),
+    def loops(self, budget: int, delethink: DelethinkParams, ignore_eos: bool = True) -> dict[str, tuple]:
+        """Each environment's agent loop at `budget` and its sampling parameters."""
+        from verl.agent_loop.delethink import DelethinkAgentLoop
+        from verl.agent_loop.single_turn import SingleTurnAgentLoop
+
+        return {
+            "longcot": (SingleTurnAgentLoop(self.loaded["longcot"][1]), self.params(budget, ignore_eos)),
             "delethink": (
-                DelethinkAgentLoop(loaded["delethink"][1], dt_params),
-                params(args.chunk, ignore_eos),
+                DelethinkAgentLoop(self.loaded["delethink"][1], delethink),
+                self.params(self.args.chunk, ignore_eos),
             ),
         }
+
+    def warm_up(self) -> None:
+        """The first calls of a process pay one-off costs: one untimed rollout and update per model."""
+        from verl.agent_loop.single_turn import SingleTurnAgentLoop
+
+        pad_token_id = self.loaded["longcot"][0].pad_token_id
+        for mode, (_, engine) in self.loaded.items():
+            loop = SingleTurnAgentLoop(engine)
+            _time_one(engine, loop, self.items, self.params(self.args.chunk), self.actors[mode], pad_token_id)
+
+    def time_both(self, budget: int, delethink: DelethinkParams, ignore_eos: bool) -> dict[str, Any]:
+        """Both environments at one budget, alternating; the medians and their ratio."""
+        setups = self.loops(budget, delethink, ignore_eos)
+        pad_token_id = self.loaded["longcot"][0].pad_token_id
         runs: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
-        for repeat in range(args.repeats):
+        for repeat in range(self.args.repeats):
             for mode in MODES if repeat % 2 == 0 else reversed(MODES):
                 loop, sampling = setups[mode]
                 runs[mode].append(
-                    _time_one(loop.engine, loop, items, sampling, actors[mode], tokenizer.pad_token_id)
+                    _time_one(loop.engine, loop, self.items, sampling, self.actors[mode], pad_token_id)
                 )
-        row = {"budget": budget, "max_chunks": chunks[budget], **{m: _median_row(r) for m, r in runs.items()}}
+        medians = {mode: _median_row(r) for mode, r in runs.items()}
+        row = {"budget": budget, "max_chunks": delethink.max_chunks, **medians}
         row["delethink_over_longcot"] = row["delethink"]["wall_s"] / row["longcot"]["wall_s"]
         row["step_delethink_over_longcot"] = row["delethink"]["step_s"] / row["longcot"]["step_s"]
         return row
 
-    for mode, (_, engine) in loaded.items():  # warm-up: the first calls of a process pay one-off costs
-        loop = SingleTurnAgentLoop(engine)
-        _time_one(engine, loop, items, params(args.chunk), actors[mode], tokenizer.pad_token_id)
 
-    if args.profile_update:
-        return _profile_both(args, loaded, actors, items, params, chunks[budgets[0]], budgets[0])
-
+def print_header(bench: Bench) -> None:
+    args = bench.args
     print(
-        f"{len(questions)} problems x {args.samples} samples, temperature 1, end-of-sequence ignored unless "
-        f"said; median of {args.repeats} alternating repeats; Delethink C = {args.chunk}, m = {carry}"
+        f"{len(bench.questions)} problems x {args.samples} samples, temperature 1, end-of-sequence ignored "
+        f"unless said; median of {args.repeats} alternating repeats; Delethink C = {args.chunk}, "
+        f"m = {args.keep_head + args.keep_tail}"
     )
     print("rollout: the batch's generation; step: rollout + old log-probs + PPO update")
     print(f"{'budget':>7}{'I':>4}{'LongCoT s':>11}{'Delethink s':>13}{'DT/LC':>7}{'DT prefill s':>14}"
           f"{'DT decode s':>13}{'LC decode s':>13}{'LC step s':>11}{'DT step s':>11}"
           f"{'step DT/LC':>12}")  # fmt: skip
 
-    def show(row: dict[str, Any], note: str = "") -> None:
-        lc, dt = row["longcot"], row["delethink"]
-        tqdm.write(
-            f"{row['budget']:>7}{row['max_chunks']:>4}{lc['wall_s']:>11.2f}{dt['wall_s']:>13.2f}"
-            f"{row['delethink_over_longcot']:>7.2f}{dt['prefill_s']:>14.2f}{dt['decode_s']:>13.2f}"
-            f"{lc['decode_s']:>13.2f}{lc['step_s']:>11.2f}{dt['step_s']:>11.2f}"
-            f"{row['step_delethink_over_longcot']:>12.2f}{note}"
-        )
 
+def show(row: dict[str, Any], note: str = "") -> None:
+    from tqdm import tqdm
+
+    lc, dt = row["longcot"], row["delethink"]
+    tqdm.write(
+        f"{row['budget']:>7}{row['max_chunks']:>4}{lc['wall_s']:>11.2f}{dt['wall_s']:>13.2f}"
+        f"{row['delethink_over_longcot']:>7.2f}{dt['prefill_s']:>14.2f}{dt['decode_s']:>13.2f}"
+        f"{lc['decode_s']:>13.2f}{lc['step_s']:>11.2f}{dt['step_s']:>11.2f}"
+        f"{row['step_delethink_over_longcot']:>12.2f}{note}"
+    )
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+
+    from tqdm import tqdm
+
+    from verl.core.delethink import DelethinkParams
+    from verl.data.rl_dataset import load_prompts
+
+    budgets = [int(b) for b in args.budgets.split(",")]
+    head, tail = args.keep_head, args.keep_tail
+    # checked before any model loads
+    delethink = {b: DelethinkParams.for_budget(b, args.chunk, head, tail) for b in budgets}
+    loaded = {mode: _load(getattr(args, mode), args.num_threads) for mode in MODES}
+    actors = {mode: _actor(mode, getattr(args, mode), args, budgets[0]) for mode in MODES}
+    tokenizer = loaded["longcot"][0]
+    questions = load_prompts([args.data], tokenizer, "prompt", args.max_question_tokens, True)[: args.prompts]
+    bench = Bench(args, loaded, actors, questions)
+    bench.warm_up()
+    if args.profile_update:
+        return _profile_both(bench, delethink[budgets[0]], budgets[0])
+
+    print_header(bench)
     # as in training first: end-of-sequence ends a sample, each model thinks as long as it does
-    as_trained = time_both(budgets[0], ignore_eos=False)
+    as_trained = bench.time_both(budgets[0], delethink[budgets[0]], ignore_eos=False)
     show(as_trained, "  (end-of-sequence honoured, as in training)")
     rows = []
     for budget in tqdm(budgets, desc="budgets", unit="budget", leave=False):
-        rows.append(time_both(budget, ignore_eos=True))
+        rows.append(bench.time_both(budget, delethink[budget], ignore_eos=True))
         show(rows[-1])
     result = {
         "prompts": len(questions), "samples": args.samples, "repeats": args.repeats, "chunk": args.chunk,
         "keep_head": args.keep_head, "keep_tail": args.keep_tail, "num_threads": args.num_threads,
         "as_trained": as_trained, "rows": rows,
     }  # fmt: skip
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(Path(args.out), json.dumps(result, indent=2) + "\n")
+    _write_json(Path(args.out), result)
     return result
 
 
-def _profile_both(args, loaded, actors, items, params, max_chunks: int, budget: int) -> dict[str, Any]:
-    """`--profile-update`: one rollout per environment at `budget` (end-of-sequence ignored), then its
-    update under the profiler; print and write the split."""
-    from verl.agent_loop.delethink import DelethinkAgentLoop
-    from verl.agent_loop.manager import run_agent_loops
-    from verl.agent_loop.single_turn import SingleTurnAgentLoop
-    from verl.core.delethink import DelethinkParams
+def _write_json(path: Path, result: dict[str, Any]) -> None:
     from verl.utils.fs import atomic_write_text
 
-    dt_params = DelethinkParams(args.chunk, args.keep_head, args.keep_tail, None, max_chunks)
-    loops = {
-        "longcot": (SingleTurnAgentLoop(loaded["longcot"][1]), params(budget)),
-        "delethink": (DelethinkAgentLoop(loaded["delethink"][1], dt_params), params(args.chunk)),
-    }
-    result: dict[str, Any] = {"budget": budget, "num_threads": args.num_threads}
-    print(f"update of {len(items)} trajectories at B = {budget}, profiled (op self time, one thread per op)")
-    for mode, (loop, sampling) in loops.items():
-        trajectories = asyncio.run(run_agent_loops(loop, items, sampling))
-        row = _profile_update(actors[mode], trajectories, loaded[mode][0].pad_token_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(result, indent=2) + "\n")
+
+
+def _profile_both(bench: Bench, delethink: DelethinkParams, budget: int) -> dict[str, Any]:
+    """`--profile-update`: one rollout per environment at `budget` (end-of-sequence ignored), then its
+    update under the profiler; print and write the split."""
+    from verl.agent_loop.manager import run_agent_loops
+
+    result: dict[str, Any] = {"budget": budget, "num_threads": bench.args.num_threads}
+    trajectories = len(bench.items)
+    print(
+        f"update of {trajectories} trajectories at B = {budget}, profiled (op self time, one thread per op)"
+    )
+    for mode, (loop, sampling) in bench.loops(budget, delethink).items():
+        trajectories = asyncio.run(run_agent_loops(loop, bench.items, sampling))
+        row = _profile_update(bench.actors[mode], trajectories, bench.loaded[mode][0].pad_token_id)
         result[mode] = row
         others = ", ".join(f"{name.removeprefix('aten::')} {t:.2f}" for name, t in row["top_other"])
         print(
@@ -344,8 +376,7 @@ def _profile_both(args, loaded, actors, items, params, max_chunks: int, budget: 
             f"{row['op_s']:.2f} s, matmul + attention {row['matmul_s']:.2f} s ({row['matmul_share']:.0%}); "
             f"next: {others}"
         )
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(Path(args.out), json.dumps(result, indent=2) + "\n")
+    _write_json(Path(bench.args.out), result)
     return result
 
 

@@ -5,7 +5,8 @@
 Both environments think for exactly the same L tokens per trajectory: the engine gets no end-of-sequence
 id, so every request runs to its budget. LongCoT samples L tokens in one response; Delethink samples I
 chunks, the first of C tokens and each later one of C - m (m = keep_head + keep_tail carried over), so
-L = C + (I - 1)(C - m). LongCoT's context grows to prompt + L; Delethink's never exceeds prompt + C.
+L is DelethinkParams' thinking budget. LongCoT's context grows to prompt + L; Delethink's never exceeds
+prompt + C.
 
 Per (length, environment) it takes the CPU time of the rollout of a batch of trajectories and of one
 actor training step (forward + backward + AdamW step with the trace-length-normalised loss, micro-batches
@@ -21,10 +22,12 @@ import argparse
 import asyncio
 import ctypes
 import dataclasses
+import shlex
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -35,11 +38,12 @@ from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.agent_loop.manager import run_agent_loops
 from verl.agent_loop.single_turn import SingleTurnAgentLoop
 from verl.config import ActorConfig
-from verl.core.batch import collate_rows, flat_batch_correction_ratio, trajectory_rows
+from verl.core.batch import collate_rows, rows_per_trajectory, trajectory_rows
 from verl.core.delethink import DelethinkParams
 from verl.core.engine import SamplingParams
 from verl.core.trajectory import PromptItem, Trajectory
 from verl.models.tiny import build_model, build_tokenizer
+from verl.tools.results import Record, Table, provenance, write_record
 from verl.utils.peak_memory import peak_rss, reset_peak_rss
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.rollout.hf_engine import HFRolloutEngine
@@ -65,8 +69,11 @@ class BenchConfig:
     def carry(self) -> int:
         return self.keep_head + self.keep_tail
 
+    def delethink(self, num_chunks: int) -> DelethinkParams:
+        return DelethinkParams(self.chunk_size, self.keep_head, self.keep_tail, max_chunks=num_chunks)
+
     def thinking_length(self, num_chunks: int) -> int:
-        return self.chunk_size + (num_chunks - 1) * (self.chunk_size - self.carry)
+        return self.delethink(num_chunks).thinking_budget
 
     def __post_init__(self) -> None:
         if self.batch < 1:
@@ -140,10 +147,7 @@ def timed(fn: Callable[[], object]) -> tuple[float, object, int]:
 def make_loop(env: str, engine: HFRolloutEngine, cfg: BenchConfig, num_chunks: int) -> AgentLoop:
     if env == "LongCoT":
         return SingleTurnAgentLoop(engine)
-    params = DelethinkParams(
-        chunk_size=cfg.chunk_size, keep_head=cfg.keep_head, keep_tail=cfg.keep_tail, max_chunks=num_chunks
-    )
-    return DelethinkAgentLoop(engine, params)
+    return DelethinkAgentLoop(engine, cfg.delethink(num_chunks))
 
 
 def rollout(env: str, engine: HFRolloutEngine, prompt: list[int], cfg: BenchConfig, num_chunks: int):
@@ -164,13 +168,22 @@ def train_step(
     batch = collate_rows(rows, pad_token_id)
     batch["old_log_probs"] = batch["rollout_log_probs"]  # on-policy: the sampler's log-probs are the old ones
     return actor.update_policy(
-        batch, num_mini_batches=1, correction_ratio=flat_batch_correction_ratio(len(rows), len(trajectories))
+        batch, num_mini_batches=1, rows_per_trajectory=rows_per_trajectory(len(rows), len(trajectories))
     )
 
 
-def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[Measurement], dict]:
-    """Run every (length, environment); return the measurements and the trajectories of each run
-    (keyed by (env, thinking_length)) so callers can check what was generated."""
+@dataclass
+class Setup:
+    """What every measurement shares: the prompt, one engine, and each environment's actor."""
+
+    prompt: list[int]
+    pad_token_id: int
+    engine: HFRolloutEngine
+    actors: dict[str, DataParallelPPOActor]
+
+
+def build(cfg: BenchConfig) -> Setup:
+    """The tiny model as the engine's policy and, in a second copy, the actor both environments train."""
     tokenizer = build_tokenizer()
     longest = cfg.thinking_length(max(cfg.chunks))
     prompt = tokenizer.apply_chat_template(
@@ -204,56 +217,80 @@ def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[
         )  # fmt: skip
         for env in ENVS
     }
-    kv_per_token = kv_bytes_per_token(engine.model)
+    return Setup(prompt, tokenizer.pad_token_id, engine, actors)
 
+
+@dataclass
+class Timed:
+    """One length's repeats, per (env, phase) with phase "rollout" or "train": the best time and the
+    highest peak; per env: the last repeat's trajectories and the training forward's tokens."""
+
+    best: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(lambda: float("inf")))
+    peak: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+    trajectories: dict[str, list[Trajectory]] = field(default_factory=dict)
+    train_tokens: dict[str, int] = field(default_factory=dict)
+
+    def add(self, env: str, phase: str, seconds: float, rss: int) -> None:
+        self.best[env, phase] = min(self.best[env, phase], seconds)
+        self.peak[env, phase] = max(self.peak[env, phase], rss)
+
+
+def time_length(setup: Setup, cfg: BenchConfig, num_chunks: int) -> Timed:
+    """`cfg.repeats` rollouts and training steps of both environments at one length. The environments
+    alternate within each repeat, so a change in machine load hits both alike."""
+    timed_runs = Timed()
+    for _ in range(cfg.repeats):
+        for env in ENVS:
+            seconds, trajs, rss = timed(partial(rollout, env, setup.engine, setup.prompt, cfg, num_chunks))
+            timed_runs.add(env, "rollout", seconds, rss)
+            timed_runs.trajectories[env] = trajs
+            seconds, metrics, rss = timed(partial(train_step, setup.actors[env], trajs, setup.pad_token_id))
+            timed_runs.add(env, "train", seconds, rss)
+            timed_runs.train_tokens[env] = round(metrics["actor/forward_tokens"])
+    return timed_runs
+
+
+def measurement(env: str, length: int, runs: Timed, batch: int, kv_per_token: int) -> Measurement:
+    trajs = runs.trajectories[env]
+    max_context = max(len(t.prompt_ids) + len(t.response_ids) for tr in trajs for t in tr.turns)
+    return Measurement(
+        env=env,
+        thinking_length=length,
+        rollout_s=runs.best[env, "rollout"],
+        train_s=runs.best[env, "train"],
+        tokens=sum(tr.thinking_tokens for tr in trajs),
+        train_tokens=runs.train_tokens[env],
+        max_context=max_context,
+        # every trajectory's turns finish together, so each wave holds the whole batch
+        peak_kv_bytes=batch * max_context * kv_per_token,
+        rollout_rss=runs.peak[env, "rollout"],
+        train_rss=runs.peak[env, "train"],
+    )
+
+
+def measure(cfg: BenchConfig, log: Callable[[str], None] = print) -> tuple[list[Measurement], dict]:
+    """Run every (length, environment); return the measurements and the trajectories of each run
+    (keyed by (env, thinking_length)) so callers can check what was generated."""
+    setup = build(cfg)
+    kv_per_token = kv_bytes_per_token(setup.engine.model)
     # warm-up: first calls pay for lazy initialisation (kernels, optimizer state) that is not rollout cost
     warm = dataclasses.replace(cfg, chunks=(2,), repeats=1)
     for env in ENVS:
-        train_step(actors[env], rollout(env, engine, prompt, warm, 2), tokenizer.pad_token_id)
+        train_step(setup.actors[env], rollout(env, setup.engine, setup.prompt, warm, 2), setup.pad_token_id)
     reset_peak_rss()
     log(f"resident memory after warm-up (models, optimizer, libraries): {peak_rss() / MIB:.0f} MiB")
 
     results, trajectories = [], {}
     for num_chunks in cfg.chunks:
         length = cfg.thinking_length(num_chunks)
-        # the environments alternate within each repeat, so a change in machine load hits both alike;
-        # per (env, phase): best time and the highest peak over the repeats
-        best: dict[tuple[str, str], float] = defaultdict(lambda: float("inf"))
-        peak: dict[tuple[str, str], int] = defaultdict(int)
-        train_tokens: dict[str, int] = {}
-        for _ in range(cfg.repeats):
-            for env in ENVS:
-                seconds, trajs, rss = timed(partial(rollout, env, engine, prompt, cfg, num_chunks))
-                best[env, "rollout"] = min(best[env, "rollout"], seconds)
-                peak[env, "rollout"] = max(peak[env, "rollout"], rss)
-                trajectories[(env, length)] = trajs
-                train = partial(train_step, actors[env], trajs, tokenizer.pad_token_id)
-                seconds, metrics, rss = timed(train)
-                train_tokens[env] = round(metrics["actor/forward_tokens"])
-                best[env, "train"] = min(best[env, "train"], seconds)
-                peak[env, "train"] = max(peak[env, "train"], rss)
+        runs = time_length(setup, cfg, num_chunks)
         for env in ENVS:
-            trajs = trajectories[(env, length)]
-            rollout_s, train_s = best[env, "rollout"], best[env, "train"]
-            rollout_rss, train_rss = peak[env, "rollout"], peak[env, "train"]
-            max_context = max(len(t.prompt_ids) + len(t.response_ids) for tr in trajs for t in tr.turns)
-            m = Measurement(
-                env=env,
-                thinking_length=length,
-                rollout_s=rollout_s,
-                train_s=train_s,
-                tokens=sum(tr.thinking_tokens for tr in trajs),
-                train_tokens=train_tokens[env],
-                max_context=max_context,
-                # every trajectory's turns finish together, so each wave holds the whole batch
-                peak_kv_bytes=cfg.batch * max_context * kv_per_token,
-                rollout_rss=rollout_rss,
-                train_rss=train_rss,
-            )
+            trajectories[(env, length)] = runs.trajectories[env]
+            m = measurement(env, length, runs, cfg.batch, kv_per_token)
             results.append(m)
             log(
-                f"  L={length:4d} {env:9s} rollout {rollout_s:7.2f}s  train {train_s:7.2f}s  "
-                f"peak RSS {rollout_rss / MIB:.0f} / {train_rss / MIB:.0f} MiB"
+                f"  L={length:4d} {env:9s} rollout {m.rollout_s:7.2f}s  train {m.train_s:7.2f}s  "
+                f"peak RSS {m.rollout_rss / MIB:.0f} / {m.train_rss / MIB:.0f} MiB"
             )
     return results, trajectories
 
@@ -268,18 +305,29 @@ def ratios(results: list[Measurement]) -> dict[int, tuple[float, float, float]]:
     return out
 
 
+# the table's columns and their printed widths (env left-aligned, the rest right-aligned)
+COLUMNS = {"L": 5, "env": 9, "rollout s": 9, "ms/token": 8, "max ctx": 7, "KV MiB": 7, "roll RSS": 8,
+           "train s": 8, "train tok": 9, "train RSS": 9, "step s": 8}  # fmt: skip
+
+
+def measurement_cells(m: Measurement) -> list[str]:
+    """One row of the table: seconds are CPU seconds, memory in MiB."""
+    return [
+        str(m.thinking_length), m.env, f"{m.rollout_s:.3f}", f"{m.ms_per_token:.3f}", str(m.max_context),
+        f"{m.peak_kv_bytes / MIB:.2f}", f"{m.rollout_rss / MIB:.0f}", f"{m.train_s:.3f}", str(m.train_tokens),
+        f"{m.train_rss / MIB:.0f}", f"{m.total_s:.3f}",
+    ]  # fmt: skip
+
+
+def aligned(cells: list[str]) -> str:
+    return " ".join(
+        c.ljust(w) if name == "env" else c.rjust(w)
+        for c, (name, w) in zip(cells, COLUMNS.items(), strict=True)
+    )
+
+
 def format_table(results: list[Measurement]) -> str:
-    lines = [
-        f"{'L':>5} {'env':9} {'rollout s':>9} {'ms/token':>8} {'max ctx':>7} {'KV MiB':>7} "
-        f"{'roll RSS':>8} {'train s':>8} {'train tok':>9} {'train RSS':>9} {'step s':>8}"
-    ]
-    for m in results:
-        lines.append(
-            f"{m.thinking_length:5d} {m.env:9} {m.rollout_s:9.3f} {m.ms_per_token:8.3f} "
-            f"{m.max_context:7d} {m.peak_kv_bytes / MIB:7.2f} {m.rollout_rss / MIB:8.0f} "
-            f"{m.train_s:8.3f} {m.train_tokens:9d} {m.train_rss / MIB:9.0f} {m.total_s:8.3f}"
-        )
-    lines.append("")
+    lines = [aligned(list(COLUMNS)), *(aligned(measurement_cells(m)) for m in results), ""]
     lines.append(f"{'L':>5} {'LongCoT/Delethink:':>18} {'rollout':>7} {'train':>7} {'step':>7}")
     for length, (r, t, total) in ratios(results).items():
         lines.append(f"{length:5d} {'':18} {r:7.2f} {t:7.2f} {total:7.2f}")
@@ -321,12 +369,15 @@ def plot(results: list[Measurement], out: Path, title: str) -> None:
     plt.close(fig)
 
 
-def parse_args(argv: list[str] | None) -> tuple[BenchConfig, Path, int]:
+def parse_args(argv: list[str] | None) -> tuple[BenchConfig, argparse.Namespace]:
     parser = argparse.ArgumentParser(description="Rollout + training cost vs thinking length on CPU.")
     parser.add_argument(
         "--quick", action="store_true", help="batch 8, L = 64, 512, 2048, one repeat (about a minute)"
     )
     parser.add_argument("--out", type=Path, default=Path("outputs/scaling/scaling.png"), help="plot path")
+    parser.add_argument(
+        "--record", type=Path, help="also write the table as a results record (docs/results/)"
+    )
     parser.add_argument("--batch", type=int, help="trajectories per rollout (default 16, quick 8)")
     parser.add_argument("--chunks", type=int, nargs="+", help="Delethink chunk counts I, one per length")
     parser.add_argument("--chunk-size", type=int, default=64, help="C, Delethink's first-chunk budget")
@@ -364,12 +415,31 @@ def parse_args(argv: list[str] | None) -> tuple[BenchConfig, Path, int]:
         micro_tokens=args.micro_tokens,
         share_prompt_prefix=args.share_prompt_prefix,
     )
-    return cfg, args.out, args.threads
+    return cfg, args
+
+
+def record(cfg: BenchConfig, results: list[Measurement], argv: list[str]) -> Record:
+    """The run as a results record: the table, with what it ran on (docs/results/README.md)."""
+    prefix = "shares prompt prefixes" if cfg.share_prompt_prefix else "trains padded"
+    caption = (
+        f"Each environment thinks exactly L tokens (end-of-sequence off): random-init tiny model, batch "
+        f"{cfg.batch}, C = {cfg.chunk_size}, m = {cfg.keep_head} + {cfg.keep_tail}, the environments "
+        f"alternating, best of {cfg.repeats}, {torch.get_num_threads()} torch thread(s); Delethink's actor "
+        f"{prefix}. Seconds are CPU seconds; RSS in MiB."
+    )
+    return Record(
+        name="thinking_length_cost", section="scaling",
+        title="Rollout and training cost against thinking length",
+        command=shlex.join(["python", "-m", "recipes.scaling.benchmark", *argv]),
+        tables=[Table(list(COLUMNS), [measurement_cells(m) for m in results], caption)], **provenance(),
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> dict:
-    cfg, out, threads = parse_args(argv)
-    torch.set_num_threads(threads)
+    argv = sys.argv[1:] if argv is None else argv
+    cfg, args = parse_args(argv)
+    out = args.out
+    torch.set_num_threads(args.threads)
     release_large_blocks_on_free()
     print(
         f"batch={cfg.batch} C={cfg.chunk_size} keep_head={cfg.keep_head} keep_tail={cfg.keep_tail} "
@@ -380,6 +450,9 @@ def main(argv: list[str] | None = None) -> dict:
     print(format_table(results))
     plot(results, out, f"tiny Qwen2 on CPU, batch {cfg.batch}, C={cfg.chunk_size}, m={cfg.carry}")
     print(f"wrote {out}")
+    if args.record:
+        write_record(args.record, record(cfg, results, argv))
+        print(f"wrote {args.record}")
     delethink = [m for m in results if m.env == "Delethink"]
     shortest, longest = delethink[0], delethink[-1]
     print(

@@ -21,7 +21,7 @@ import asyncio
 import json
 import math
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from verl.agent_loop.base import ROLLOUT, AgentLoop
@@ -145,82 +145,107 @@ async def run_episode(
     """
     if train_on not in TRAIN_ON:
         raise ValueError(f"train_on must be one of {list(TRAIN_ON)}, got {train_on!r}")
-    reply_prefix = generation_prefix(tokenizer)
-    turns: list[Turn] = []
-    infos: list[Any] = []
-    rewards: list[float] = []
-    conversation: Messages = []
+    episode = _Episode(env, ctx, engine, tokenizer, request, step_timeout_s)
     error: str | None = None
-    done = False
+    try:
+        await episode.play(sampling_params, max_turns, max_prompt_tokens)
+    except EnvError as e:
+        error = str(e)
+        episode.infos.append({"error": error})
+    return episode.trajectory(train_on, error)
 
-    async def call(what: str, coro):
+
+@dataclass
+class _Episode:
+    """One episode's env, policy and context manager, and what it has produced so far: `play` fills the
+    turns, rewards, infos and conversation; an env failure leaves what came before it in place."""
+
+    env: Env
+    ctx: ContextManager | None
+    engine: RolloutEngine
+    tokenizer: Any
+    request: EnvRequest
+    step_timeout_s: float
+    turns: list[Turn] = field(default_factory=list)
+    infos: list[Any] = field(default_factory=list)  # reset's info, then each step's (JSON-safe)
+    rewards: list[float] = field(default_factory=list)
+    conversation: Messages = field(default_factory=list)
+    done: bool = False
+
+    async def call(self, what: str, coro):
+        """An env call under `step_timeout_s`; whatever goes wrong becomes an EnvError naming the call."""
         try:
-            return await asyncio.wait_for(coro, step_timeout_s)
+            return await asyncio.wait_for(coro, self.step_timeout_s)
         except TimeoutError:
-            raise EnvError(f"{what} took longer than step_timeout_s={step_timeout_s}") from None
+            raise EnvError(f"{what} took longer than step_timeout_s={self.step_timeout_s}") from None
         except EnvError:
             raise
         except Exception as e:
             raise EnvError(f"{what} raised {e!r}") from e
 
-    def view() -> Messages:  # copies, so neither the manager nor the env can edit what the other holds
-        shown = (
-            ctx.manage_context([dict(m) for m in conversation], request.trajectory_id)
-            if ctx
-            else conversation
-        )
+    def view(self) -> Messages:
+        """The conversation as the model sees it: copies, so neither the manager nor the env can edit
+        what the other holds."""
+        messages = [dict(m) for m in self.conversation]
+        shown = self.ctx.manage_context(messages, self.request.trajectory_id) if self.ctx else messages
         return [dict(m) for m in shown]
 
-    try:
-        observation, info, system = _checked_reset(await call("reset", env.reset(request)))
-        infos.append(jsonable(info))
-        conversation = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user", "content": observation}
-        ]
-        shown = view()
-        prompt = encode_prompt(tokenizer, shown)
+    async def play(
+        self, sampling_params: SamplingParams, max_turns: int, max_prompt_tokens: int | None
+    ) -> None:
+        """Reset, then model turns and env steps until done, `max_turns`, or a prompt over
+        `max_prompt_tokens`; an EnvError when the env fails."""
+        reply_prefix = generation_prefix(self.tokenizer)
+        observation, info, system = _checked_reset(await self.call("reset", self.env.reset(self.request)))
+        self.infos.append(jsonable(info))
+        system_messages = [{"role": "system", "content": system}] if system else []
+        self.conversation = [*system_messages, {"role": "user", "content": observation}]
+        shown = self.view()
+        prompt = encode_prompt(self.tokenizer, shown)
         for t in range(max_turns):
             if max_prompt_tokens is not None and len(prompt) > max_prompt_tokens:
-                break
-            params = replace(sampling_params, seed=chunk_seed(sampling_params.seed, t))
-            out = await engine.generate(prompt, params)
-            turns.append(Turn(prompt, out.token_ids, out.log_probs, out.finish_reason))
-            text = tokenizer.decode(out.token_ids, skip_special_tokens=True)
+                return
+            out = await self.engine.generate(
+                prompt, replace(sampling_params, seed=chunk_seed(sampling_params.seed, t))
+            )
+            self.turns.append(Turn(prompt, out.token_ids, out.log_probs, out.finish_reason))
+            text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
             reply = {"role": "assistant", "content": reply_prefix + text}
-            conversation.append(reply)
-            observation, reward, done, info = _checked_step(await call("step", env.step(list(conversation))))
-            rewards.append(reward)
-            infos.append(jsonable(info))
-            if done:
-                break
+            self.conversation.append(reply)
+            stepped = await self.call("step", self.env.step(list(self.conversation)))
+            observation, reward, self.done, info = _checked_step(stepped)
+            self.rewards.append(reward)
+            self.infos.append(jsonable(info))
+            if self.done:
+                return
             user = {"role": "user", "content": observation}
-            conversation.append(user)
-            new_shown = view()
-            if new_shown == [*shown, reply, user]:
+            self.conversation.append(user)
+            new_shown = self.view()
+            if new_shown == [*shown, reply, user]:  # the history left alone: the prompt grows by tokens
                 ended_with = out.token_ids[-1] if out.finish_reason == "stop" and out.token_ids else None
-                prompt = prompt + out.token_ids + continuation_ids(tokenizer, ended_with, observation)
+                prompt = prompt + out.token_ids + continuation_ids(self.tokenizer, ended_with, observation)
             else:
-                prompt = encode_prompt(tokenizer, new_shown)
+                prompt = encode_prompt(self.tokenizer, new_shown)
             shown = new_shown
-    except EnvError as e:
-        error = str(e)
-        infos.append({"error": error})
 
-    if not turns:  # reset failed: one empty, untrainable turn keeps the trajectory's place in the batch
-        turns.append(Turn(encode_prompt(tokenizer, request.messages), [], [], "length"))
-    for i, turn in enumerate(turns):
-        turn.trainable = train_on == "all" or i == len(turns) - 1
-    info: dict[str, Any] = {
-        "env": env.env_config.get("name"),
-        "env_reward": float(sum(rewards)),
-        "step_rewards": rewards,
-        "trajectory_infos": infos,
-        "messages": conversation,
-        "truncated": error is None and not done,
-    }
-    if error is not None:
-        info["error"] = error
-    return Trajectory(turns, info)
+    def trajectory(self, train_on: str, error: str | None) -> Trajectory:
+        """The episode's turns, trainable as `train_on` says, and its info (run_episode's docstring)."""
+        turns = self.turns
+        if not turns:  # reset failed: one empty, untrainable turn keeps the trajectory's place in the batch
+            turns = [Turn(encode_prompt(self.tokenizer, self.request.messages), [], [], "length")]
+        for i, turn in enumerate(turns):
+            turn.trainable = train_on == "all" or i == len(turns) - 1
+        info: dict[str, Any] = {
+            "env": self.env.env_config.get("name"),
+            "env_reward": float(sum(self.rewards)),
+            "step_rewards": self.rewards,
+            "trajectory_infos": self.infos,
+            "messages": self.conversation,
+            "truncated": error is None and not self.done,
+        }
+        if error is not None:
+            info["error"] = error
+        return Trajectory(turns, info)
 
 
 class GymAgentLoop(AgentLoop):

@@ -40,100 +40,138 @@ def section_problems(section: Any, key: str) -> list[str]:
     return errors
 
 
+# (holds, the key a broken rule is reported under, the rule)
+Rule = tuple[bool, str, str]
+ACTOR, ROLLOUT = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
+
+
 def cross_section_problems(c: PolicyIterationConfig) -> list[str]:
-    """Rules that tie one section to another. What the agent loop and the rollout source need of the
-    rest is theirs to say (their `config_problems`, checked by verl/trainer/config_loader.py)."""
+    """Rules that tie one section to another, as `key=value: rule` lines. What the agent loop and the
+    rollout source need of the rest is theirs to say (their `config_problems`, checked by
+    verl/trainer/config_loader.py)."""
+    rules = [
+        *_data_rules(c), *_estimator_rules(c), *_device_rules(c), *_critic_and_lora_rules(c),
+        *_correction_rules(c), *_rank_rules(c),
+    ]  # fmt: skip
+    return [f"{key}={value_at(c, key)!r}: {rule}" for holds, key, rule in rules if not holds]
 
-    arr, tr = c.actor_rollout_ref, c.trainer
-    actor, rollout = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
-    errors = []
 
-    def check(ok: bool, key: str, rule: str) -> None:
-        if not ok:
-            errors.append(f"{key}={value_at(c, key)!r}: {rule}")
-
-    for split in ("train", "val"):
-        has_tasks = len(getattr(c, f"{split}_tasks")) > 0
-        check(
-            len(getattr(c.data, f"{split}_files")) > 0 or has_tasks,
+def _data_rules(c: PolicyIterationConfig) -> list[Rule]:
+    rules = [
+        (
+            len(getattr(c.data, f"{split}_files")) > 0 or len(getattr(c, f"{split}_tasks")) > 0,
             f"data.{split}_files",
             f"must list at least one file, or name tasks in {split}_tasks",
         )
-    mini_batch = arr.actor.ppo_mini_batch_size
-    check(
+        for split in ("train", "val")
+    ]
+    mini_batch = c.actor_rollout_ref.actor.ppo_mini_batch_size
+    rules.append((
         mini_batch <= 0 or c.data.train_batch_size % mini_batch == 0,
         "data.train_batch_size",
-        f"must be divisible by {actor}.ppo_mini_batch_size={mini_batch} (both count prompts)",
-    )
-    estimator = c.algorithm.adv_estimator
-    check(
-        estimator not in ("grpo", "rloo") or arr.rollout.n >= 2,
-        f"{rollout}.n",
-        f"must be >= 2 with algorithm.adv_estimator={estimator!r}: a group of one has zero advantage",
-    )
-    check(
-        estimator != "remax" or not arr.rollout.env_manager.enable,
-        "algorithm.adv_estimator",
-        f"remax generates a greedy baseline per prompt through the worker group; it does not run with "
-        f"{rollout}.env_manager.enable=true",
-    )
-    check(
-        arr.rollout.name != "sglang" or tr.device == "cuda",
-        f"{rollout}.name",
-        f"sglang runs on GPU only, but trainer.device={tr.device!r}; use {rollout}.name=hf on CPU",
-    )
-    check(
-        arr.model.attn_implementation != "flash_attention_2" or tr.device == "cuda",
-        "actor_rollout_ref.model.attn_implementation",
-        f"flash-attention runs on GPU only, but trainer.device={tr.device!r}; use sdpa on CPU",
-    )
-    for section in (f"{actor}.fsdp_config", "critic.fsdp_config"):
-        for key in ("param_offload", "optimizer_offload"):
-            check(
-                not value_at(c, f"{section}.{key}") or tr.device == "cuda",
-                f"{section}.{key}",
-                "offloading moves GPU memory to the CPU; with trainer.device=cpu there is nothing to offload",
-            )
-    check(
-        c.critic.model.lora_rank == 0 or estimator == "gae",
-        "critic.model.lora_rank",
-        f"gives the critic adapters, but only algorithm.adv_estimator=gae has a critic (it is "
-        f"{estimator!r}); set it to 0",
-    )
+        f"must be divisible by {ACTOR}.ppo_mini_batch_size={mini_batch} (both count prompts)",
+    ))  # fmt: skip
+    return rules
+
+
+def _estimator_rules(c: PolicyIterationConfig) -> list[Rule]:
+    estimator, rollout = c.algorithm.adv_estimator, c.actor_rollout_ref.rollout
+    return [
+        (
+            estimator not in ("grpo", "rloo") or rollout.n >= 2,
+            f"{ROLLOUT}.n",
+            f"must be >= 2 with algorithm.adv_estimator={estimator!r}: a group of one has zero advantage",
+        ),
+        (
+            estimator != "remax" or not rollout.env_manager.enable,
+            "algorithm.adv_estimator",
+            f"remax generates a greedy baseline per prompt through the worker group; it does not run with "
+            f"{ROLLOUT}.env_manager.enable=true",
+        ),
+    ]
+
+
+def _device_rules(c: PolicyIterationConfig) -> list[Rule]:
+    arr, device = c.actor_rollout_ref, c.trainer.device
+    rules = [
+        (
+            arr.rollout.name != "sglang" or device == "cuda",
+            f"{ROLLOUT}.name",
+            f"sglang runs on GPU only, but trainer.device={device!r}; use {ROLLOUT}.name=hf on CPU",
+        ),
+        (
+            arr.model.attn_implementation != "flash_attention_2" or device == "cuda",
+            "actor_rollout_ref.model.attn_implementation",
+            f"flash-attention runs on GPU only, but trainer.device={device!r}; use sdpa on CPU",
+        ),
+    ]
+    rules += [
+        (
+            not value_at(c, f"{section}.{key}") or device == "cuda",
+            f"{section}.{key}",
+            "offloading moves GPU memory to the CPU; with trainer.device=cpu there is nothing to offload",
+        )
+        for section in (f"{ACTOR}.fsdp_config", "critic.fsdp_config")
+        for key in ("param_offload", "optimizer_offload")
+    ]
+    return rules
+
+
+def _critic_and_lora_rules(c: PolicyIterationConfig) -> list[Rule]:
+    arr, estimator = c.actor_rollout_ref, c.algorithm.adv_estimator
     # SGLang's LoRA serves a block's linear layers (docs/GPU.md)
     unserved = [m for m in arr.model.target_modules if m not in (ALL_LINEAR, *BLOCK_LINEAR_LAYERS)]
-    check(
-        arr.rollout.name != "sglang" or not arr.model.lora_rank or not unserved,
-        "actor_rollout_ref.model.target_modules",
-        f"SGLang applies LoRA to {ALL_LINEAR} or to {list(BLOCK_LINEAR_LAYERS)} only, not {unserved}",
-    )
-    check(
-        tr.critic_warmup == 0 or estimator == "gae",
-        "trainer.critic_warmup",
-        f"warms up the critic, which only algorithm.adv_estimator=gae has (it is {estimator!r}); set it to 0",
-    )
-    correction = c.algorithm.rollout_correction
-    check(
-        correction.rollout_is is None or arr.actor.tis_imp_ratio_cap <= 0,
-        "algorithm.rollout_correction.rollout_is",
-        f"weights trajectories by the same ratios that {actor}.tis_imp_ratio_cap="
-        f"{arr.actor.tis_imp_ratio_cap:g} weights tokens by (TIS); use one of them",
-    )
-    check(
-        not correction.bypass_mode or arr.actor.tis_imp_ratio_cap <= 0,
-        f"{actor}.tis_imp_ratio_cap",
-        "must be <= 0 (off) with algorithm.rollout_correction.bypass_mode=true: the old log-probs are "
-        "then the engine's, so every TIS ratio is 1",
-    )
+    return [
+        (
+            c.critic.model.lora_rank == 0 or estimator == "gae",
+            "critic.model.lora_rank",
+            f"gives the critic adapters, but only algorithm.adv_estimator=gae has a critic (it is "
+            f"{estimator!r}); set it to 0",
+        ),
+        (
+            arr.rollout.name != "sglang" or not arr.model.lora_rank or not unserved,
+            "actor_rollout_ref.model.target_modules",
+            f"SGLang applies LoRA to {ALL_LINEAR} or to {list(BLOCK_LINEAR_LAYERS)} only, not {unserved}",
+        ),
+        (
+            c.trainer.critic_warmup == 0 or estimator == "gae",
+            "trainer.critic_warmup",
+            f"warms up the critic, which only algorithm.adv_estimator=gae has (it is {estimator!r}); "
+            "set it to 0",
+        ),
+    ]
+
+
+def _correction_rules(c: PolicyIterationConfig) -> list[Rule]:
+    correction, tis_cap = c.algorithm.rollout_correction, c.actor_rollout_ref.actor.tis_imp_ratio_cap
+    return [
+        (
+            correction.rollout_is is None or tis_cap <= 0,
+            "algorithm.rollout_correction.rollout_is",
+            f"weights trajectories by the same ratios that {ACTOR}.tis_imp_ratio_cap={tis_cap:g} weights "
+            "tokens by (TIS); use one of them",
+        ),
+        (
+            not correction.bypass_mode or tis_cap <= 0,
+            f"{ACTOR}.tis_imp_ratio_cap",
+            "must be <= 0 (off) with algorithm.rollout_correction.bypass_mode=true: the old log-probs are "
+            "then the engine's, so every TIS ratio is 1",
+        ),
+    ]
+
+
+def _rank_rules(c: PolicyIterationConfig) -> list[Rule]:
     # the delethink trainer's rows vary in number (and so do dynamic-batch rows): only ppo splits evenly
-    mini_rows, world_size = mini_batch * arr.rollout.n, tr.world_size
-    check(
-        tr.name != "ppo" or arr.actor.use_dynamic_bsz or world_size <= 0 or mini_rows % world_size == 0,
-        f"{actor}.ppo_mini_batch_size",
-        f"times {rollout}.n = {mini_rows} rows per mini-batch must split evenly over "
-        f"trainer.nnodes x trainer.n_gpus_per_node = {world_size} ranks",
-    )
-    return errors
+    arr, tr = c.actor_rollout_ref, c.trainer
+    mini_rows, world_size = arr.actor.ppo_mini_batch_size * arr.rollout.n, tr.world_size
+    return [
+        (
+            tr.name != "ppo" or arr.actor.use_dynamic_bsz or world_size <= 0 or mini_rows % world_size == 0,
+            f"{ACTOR}.ppo_mini_batch_size",
+            f"times {ROLLOUT}.n = {mini_rows} rows per mini-batch must split evenly over "
+            f"trainer.nnodes x trainer.n_gpus_per_node = {world_size} ranks",
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ tokens, all its chunks' together (the denominator of the trace-length-normalised
 The number of rows varies from step to step (Delethink: one row per chunk; any environment: after the
 no-EOS filter or dynamic sampling), so it is padded with untrainable rows to a multiple of the number
 of mini-batches, and the trace-length loss divides by the trajectories, `rows / rows per trajectory`
-(`flat_batch_correction_ratio`), so that every trajectory weighs the same, whatever its chunk count.
+(`rows_per_trajectory`), so that every trajectory weighs the same, whatever its chunk count.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def pad_rows_to_multiple(rows: Sequence[TrainRow], multiple: int) -> list[TrainR
     return list(rows) + [replace(rows[-1], trainable=False) for _ in range(missing)]
 
 
-def flat_batch_correction_ratio(num_rows: int, num_trajectories: int) -> float:
+def rows_per_trajectory(num_rows: int, num_trajectories: int) -> float:
     """Rows per trajectory of a step's batch (padding rows included): what turns a mean over rows
     into a mean over trajectories.
 

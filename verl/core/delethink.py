@@ -13,7 +13,7 @@ builds this object from them, so the rules and the derived numbers exist once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from verl.core.trimmers import TRIMMERS, get_trimmer
@@ -101,6 +101,21 @@ class DelethinkParams:
     def thinking_budget(self) -> int:
         """The most thinking tokens a trace can hold: C + (I-1) * intermediate, the paper's C + (I-1)(C-m)."""
         return self.chunk_size + (self.max_chunks - 1) * self.intermediate_budget
+
+    @classmethod
+    def for_budget(
+        cls, thinking_budget: int, chunk_size: int, keep_head: int, keep_tail: int
+    ) -> DelethinkParams:
+        """The parameters whose `thinking_budget` is exactly `thinking_budget`: its C, m and the I that
+        fills it (later chunks of C - m). A DelethinkParamsError when no I does."""
+        params = cls(chunk_size, keep_head, keep_tail, max_chunks=1)
+        later, rest = divmod(thinking_budget - chunk_size, params.intermediate_budget)
+        if thinking_budget < chunk_size or rest:
+            raise DelethinkParamsError([
+                f"thinking_budget={thinking_budget}: must be C = {chunk_size} plus whole chunks of "
+                f"C - m = {params.intermediate_budget} tokens"
+            ])  # fmt: skip
+        return replace(params, max_chunks=1 + later)
 
     def carry_over(self, thinking_ids: list[int]) -> list[int]:
         """What the next chunk's prompt holds after the question, cut from ALL thinking so far."""

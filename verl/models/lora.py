@@ -111,16 +111,6 @@ def reference_policy(model: torch.nn.Module) -> contextlib.AbstractContextManage
     return model.disable_adapter() if isinstance(model, PeftModel) else contextlib.nullcontext()
 
 
-def without_tied_copies(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """`state` less the names under which `model` holds a parameter a second time (tied embeddings:
-    lm_head.weight is model.embed_tokens.weight). A gathered FSDP2 state dict holds such a parameter as two
-    separate tensors, which save_pretrained cannot tell from two weights, so a sharded model would write
-    it twice where an unsharded one writes it once."""
-    first = {name for name, _ in model.named_parameters()}
-    copies = {name for name, _ in model.named_parameters(remove_duplicate=False)} - first
-    return {name: value for name, value in state.items() if name not in copies}
-
-
 def save_model(
     model_dir: Path,
     adapter_dir: Path,
@@ -137,13 +127,29 @@ def save_model(
     is left as it was: a checkpoint must not change the run that writes it."""
     with torch.random.fork_rng(devices=[]):
         if not keys.lora_rank:
-            writer = base()
-            writer.save_pretrained(model_dir, state_dict=without_tied_copies(writer, full_state))
+            # tied weights (lm_head) left out here: save_pretrained drops one only where it shares storage
+            # with its source, which an FSDP2 gather's copies do not, so the files would depend on the ranks
+            plain = base()
+            tied = _tied_names(plain)
+            plain.save_pretrained(
+                model_dir, state_dict={k: v for k, v in full_state.items() if k not in tied}
+            )
             return
         model.save_pretrained(str(adapter_dir), state_dict=full_state)
         wrapped = add_adapters(base(), keys, task_type)
         wrapped.load_state_dict(full_state)
         wrapped.merge_and_unload().save_pretrained(model_dir)
+
+
+def _tied_names(model: torch.nn.Module) -> set[str]:
+    """Names of the parameters that are another, earlier-named parameter (a tied lm_head)."""
+    seen: set[int] = set()
+    tied = set()
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) in seen:
+            tied.add(name)
+        seen.add(id(param))
+    return tied
 
 
 def load_model(

@@ -342,33 +342,33 @@ class ActorRolloutRefWorker:
             ).cpu()
 
     def update_actor(
-        self, batch: dict[str, torch.Tensor], num_mini_batches: int, correction_ratio: float = 1.0
+        self, batch: dict[str, torch.Tensor], num_mini_batches: int, rows_per_trajectory: float = 1.0
     ) -> dict[str, float]:
-        return self.update(batch, num_mini_batches, correction_ratio, actor=True, critic=False)
+        return self.update(batch, num_mini_batches, rows_per_trajectory, actor=True, critic=False)
 
     def update(
         self,
         batch: dict[str, torch.Tensor],
         num_mini_batches: int,
-        correction_ratio: float = 1.0,
+        rows_per_trajectory: float = 1.0,
         *,
         actor: bool,
         critic: bool,
     ) -> dict[str, float]:
         """One step's updates: the critic's (gae), then the actor's, in one window in which a colocated
         engine has given its memory to training (rollout.free_cache_engine); the engine then takes the
-        actor's weights. `correction_ratio` (the step's rows per trajectory) is the actor's alone. The
+        actor's weights. `rows_per_trajectory` (the step's rows per trajectory) is the actor's alone. The
         critic's share of the time comes back as timing/update_critic_s, and on CUDA this rank's peak
         memory per phase since the last update as perf/max_memory_*."""
         with self.memory_peaks.phase("update"):
-            metrics = self._update(batch, num_mini_batches, correction_ratio, actor=actor, critic=critic)
+            metrics = self._update(batch, num_mini_batches, rows_per_trajectory, actor=actor, critic=critic)
         return {**metrics, **self.memory_peaks.report()}
 
     def _update(
         self,
         batch: dict[str, torch.Tensor],
         num_mini_batches: int,
-        correction_ratio: float,
+        rows_per_trajectory: float,
         *,
         actor: bool,
         critic: bool,
@@ -387,7 +387,7 @@ class ActorRolloutRefWorker:
             metrics["timing/update_critic_s"] = time.perf_counter() - t
         if actor:
             with optimizer_on_device(self.optimizer, self.device, ref_cfg.actor.fsdp_config):
-                metrics.update(self.actor.update_policy(batch, num_mini_batches, correction_ratio))
+                metrics.update(self.actor.update_policy(batch, num_mini_batches, rows_per_trajectory))
         if actor or release:  # new weights, or released ones to restore
             self.sync_engine_weights()
         if release:

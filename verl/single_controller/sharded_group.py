@@ -126,21 +126,21 @@ class ShardedWorkerGroup:
         self,
         batch: dict[str, torch.Tensor],
         num_mini_batches: int,
-        correction_ratio: float = 1.0,
+        rows_per_trajectory: float = 1.0,
         *,
         actor: bool = True,
         critic: bool = False,
     ) -> dict[str, float]:
         """The critic's update (gae) and then the actor's, as `ActorRolloutRefWorker.update`."""
         shards = self._update_shards(batch, num_mini_batches)
-        calls = {r: (shard, num_mini_batches, correction_ratio) for r, shard in enumerate(shards)}
+        calls = {r: (shard, num_mini_batches, rows_per_trajectory) for r, shard in enumerate(shards)}
         # metrics are reduced over ranks; every rank reports the same
         return self._call_ranks("update", calls, actor=actor, critic=critic)[0]
 
     def update_actor(
-        self, batch: dict[str, torch.Tensor], num_mini_batches: int, correction_ratio: float = 1.0
+        self, batch: dict[str, torch.Tensor], num_mini_batches: int, rows_per_trajectory: float = 1.0
     ) -> dict[str, float]:
-        return self.update(batch, num_mini_batches, correction_ratio)
+        return self.update(batch, num_mini_batches, rows_per_trajectory)
 
     # checkpoints and inspection: every rank takes part in the collectives, rank 0 answers ------
     def _all(self, method: str, *args: Any) -> Any:

@@ -147,7 +147,7 @@ def longcot_cost(dims: ModelDims, question: int, thinking: int) -> TraceCost:
     return sequence_cost(dims, question, thinking)
 
 
-def delethink_chunks(thinking: int, chunk: int, carry: int) -> list[int]:
+def new_tokens_per_chunk(thinking: int, chunk: int, carry: int) -> list[int]:
     """New thinking tokens generated in each chunk until `thinking` tokens exist."""
     _check_nonnegative(thinking=thinking, carry=carry)
     if chunk <= 0:
@@ -165,7 +165,7 @@ def delethink_chunks(thinking: int, chunk: int, carry: int) -> list[int]:
 
 def delethink_cost(dims: ModelDims, question: int, thinking: int, chunk: int, carry: int) -> TraceCost:
     _check_nonnegative(question=question)
-    new_tokens = delethink_chunks(thinking, chunk, carry)
+    new_tokens = new_tokens_per_chunk(thinking, chunk, carry)
     # after chunk 1 there are >= chunk > carry thinking tokens, so every later prompt carries exactly `carry`
     costs = [sequence_cost(dims, question, new_tokens[0])]
     costs += [sequence_cost(dims, question + carry, n) for n in new_tokens[1:]]

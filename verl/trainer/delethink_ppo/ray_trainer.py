@@ -3,7 +3,7 @@
 Differences from LongCoT, all in how the training batch is built: each chunk becomes its own row
 (its exact prompt = question + carry-over, and its exact sampled tokens) with the trajectory's
 advantage and the trajectory's whole trace length. Padding to a multiple of mini-batches x ranks
-and the flat-batch correction ratio are the base trainer's (verl/core/batch.py); the ratio weighs
+and `rows_per_trajectory` are the base trainer's (verl/core/batch.py); `rows_per_trajectory` weighs
 only the actor's trajectory-mean loss mode, and is logged only when the actor uses that mode.
 """
 
@@ -20,7 +20,7 @@ class RayDelethinkTrainer(RayPPOTrainer):
         return trajectory_rows(trajectories, advantages)  # every chunk its own row
 
     def batch_metrics(
-        self, trajectories: list[Trajectory], num_rows: int, num_padded: int, correction_ratio: float
+        self, trajectories: list[Trajectory], num_rows: int, num_padded: int, rows_per_trajectory: float
     ) -> dict[str, float]:
         metrics = {
             **trajectory_metrics("delethink", trajectories),
@@ -28,5 +28,5 @@ class RayDelethinkTrainer(RayPPOTrainer):
             "delethink/padding_rows": float(num_padded - num_rows),
         }
         if self.config.actor_rollout_ref.actor.loss_agg_mode == core_algos.TRAJECTORY_MEAN_MODE:
-            metrics["delethink/flat_batch_correction_ratio"] = correction_ratio
+            metrics["delethink/rows_per_trajectory"] = rows_per_trajectory
         return metrics

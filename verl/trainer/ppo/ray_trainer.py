@@ -40,8 +40,8 @@ from verl.core.batch import (
     TokenLayout,
     TrainRow,
     collate_rows,
-    flat_batch_correction_ratio,
     pad_rows_to_multiple,
+    rows_per_trajectory,
     trajectory_rows,
 )
 from verl.core.metric_utils import problem_metrics
@@ -250,7 +250,7 @@ class RayPPOTrainer:
         cfg = self.config
         token_level = isinstance(advantages, TokenAdvantageInputs)
         outcome = [0.0] * len(trajectories) if token_level else advantages
-        batch, correction_ratio, batch_metrics, layout = self.build_training_batch(trajectories, outcome)
+        batch, rows_per_trajectory, batch_metrics, layout = self.build_training_batch(trajectories, outcome)
         bypass = cfg.algorithm.rollout_correction.bypass_mode
         t = time.perf_counter()
         # bypass: the engine's log-probs are the old ones, and PPO's ratio is pi / pi_rollout
@@ -275,7 +275,7 @@ class RayPPOTrainer:
         )
         t = time.perf_counter()
         update_metrics = self.workers.update(
-            batch, cfg.num_mini_batches, correction_ratio, actor=update_actor, critic=cfg.uses_critic
+            batch, cfg.num_mini_batches, rows_per_trajectory, actor=update_actor, critic=cfg.uses_critic
         )
         # the whole update (the critic's included) and, within it, the critic's
         timing["timing/update_s"] = time.perf_counter() - t
@@ -440,15 +440,15 @@ class RayPPOTrainer:
         self, trajectories: list[Trajectory], advantages: list[float]
     ) -> tuple[dict[str, torch.Tensor], float, dict[str, float], TokenLayout]:
         """Training rows, padded with untrainable rows to a multiple of mini-batches x ranks. Returns
-        (batch, loss correction ratio rows / trajectories, extra metrics, where each trajectory's
-        tokens sit in the rows)."""
+        (batch, rows_per_trajectory of the padded rows, extra metrics, where each trajectory's tokens sit
+        in the rows)."""
         rows = self.training_rows(trajectories, advantages)
         padded = pad_rows_to_multiple(rows, self.config.num_mini_batches * self.config.trainer.world_size)
-        ratio = flat_batch_correction_ratio(len(padded), len(trajectories))
-        metrics = self.batch_metrics(trajectories, len(rows), len(padded), ratio)
+        weight = rows_per_trajectory(len(padded), len(trajectories))
+        metrics = self.batch_metrics(trajectories, len(rows), len(padded), weight)
         batch = collate_rows(padded, self.tokenizer.pad_token_id)
         layout = TokenLayout.of(rows, len(trajectories), len(padded), batch["responses"].shape[1])
-        return batch, ratio, metrics, layout
+        return batch, weight, metrics, layout
 
     def training_rows(self, trajectories: list[Trajectory], advantages: list[float]) -> list[TrainRow]:
         """LongCoT (and gym with train_on=last): one row per trajectory, its one trainable turn."""
@@ -463,7 +463,7 @@ class RayPPOTrainer:
         return trajectory_rows(trajectories, advantages)
 
     def batch_metrics(
-        self, trajectories: list[Trajectory], num_rows: int, num_padded: int, correction_ratio: float
+        self, trajectories: list[Trajectory], num_rows: int, num_padded: int, rows_per_trajectory: float
     ) -> dict[str, float]:
         return {"train/padding_rows": float(num_padded - num_rows)} if num_padded > num_rows else {}
 

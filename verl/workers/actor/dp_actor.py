@@ -168,10 +168,10 @@ class DataParallelPPOActor:
         return out[:, :t]
 
     def update_policy(
-        self, batch: dict[str, torch.Tensor], num_mini_batches: int, correction_ratio: float = 1.0
+        self, batch: dict[str, torch.Tensor], num_mini_batches: int, rows_per_trajectory: float = 1.0
     ) -> dict[str, float]:
-        """PPO epochs over `num_mini_batches` optimizer steps. `correction_ratio` is the step's rows
-        per trajectory (`verl.core.batch.flat_batch_correction_ratio`): the trajectory-mean loss mode
+        """PPO epochs over `num_mini_batches` optimizer steps. `rows_per_trajectory` is the step's rows
+        per trajectory (`verl.core.batch.rows_per_trajectory`): the trajectory-mean loss mode
         (`core_algos.TRAJECTORY_MEAN_MODE`) divides by each mini-batch's rows over it, so Delethink's
         flat batch of chunk rows trains on the mean over trajectories; every other mode ignores it.
 
@@ -186,7 +186,7 @@ class DataParallelPPOActor:
         mini_rows = mini_batch_rows(batch, num_mini_batches)
         device = batch["responses"].device
         denominators_of = mini_batch_denominators(
-            batch, mini_rows, self.norm_length, correction_ratio, cfg.loss_divisor_rows
+            batch, mini_rows, self.norm_length, rows_per_trajectory, cfg.loss_divisor_rows
         )
         dummy_row = select_rows(batch, slice(0, 1))  # input of zero-weight passes
         self.model.train()

@@ -98,8 +98,8 @@ class DataParallelPPOCritic:
         """`ppo_epochs` passes of `num_mini_batches` optimizer steps on the clipped value loss toward
         batch["returns"], clipped around batch["values"]. Rows split into mini-batches as the actor's
         (`DataParallelPPOActor.update_policy`). The value loss is a loss per token (its rows are
-        regression targets, not trajectories to weigh), so Delethink's rows-per-trajectory correction
-        never reaches it: a trace-length mode here divides by the rows."""
+        regression targets, not trajectories to weigh), so Delethink's `rows_per_trajectory` never
+        reaches it: a trace-length mode here divides by the rows."""
         cfg = self.config
         if batch["responses"].shape[0] == 0:
             raise ValueError("update_critic got no rows: every rank needs at least one")

@@ -1,0 +1,197 @@
+"""Results as data (verl/tools/results.py): the committed pages are what their records give, a record
+renders as its numbers, and a record that does not hold what the format asks is refused by name."""
+
+import datetime
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from verl.tools import results
+from verl.tools.results import Claim, Record, RecordError, Table, Verdicts
+
+REPO = Path(__file__).resolve().parents[1]
+
+RECORD = {
+    "title": "A benchmark",
+    "section": "engine",
+    "date": "2026-01-02",
+    "commit": "abc1234",
+    "machine": "2-core CPU",
+    "command": "python benchmarks/x.py",
+    "tables": [
+        {"caption": "Two cases.", "columns": ["case", "tok/s"], "rows": [["a|b", "1,000"], ["c", "0.30"]]}
+    ],
+    "notes": "What it shows.\n",
+}
+
+
+def test_the_committed_pages_are_what_their_records_give():
+    for path, text in results.pages(REPO).items():
+        assert path.read_text() == text, f"{path} is stale: run `make results`"
+
+
+def test_every_link_into_the_results_page_names_an_entry_or_section_it_has():
+    anchors = set(re.findall(r'<a id="(\w+)"></a>', (REPO / results.PAGE).read_text()))
+    links = {
+        (path.relative_to(REPO).as_posix(), anchor)
+        for folder in ("docs", "recipes", "benchmarks", "examples")
+        for path in [*(REPO / folder).rglob("*.md"), *(REPO / folder).rglob("*.sh")]
+        for anchor in re.findall(r"RESULTS\.md#([\w-]+)", path.read_text())
+    } | {("README.md", a) for a in re.findall(r"RESULTS\.md#([\w-]+)", (REPO / "README.md").read_text())}
+    assert {link for link in links if link[1] not in anchors} == set()
+    assert ("README.md", "demo") in links
+
+
+def test_the_committed_results_page_stays_short():
+    assert len((REPO / results.PAGE).read_text().splitlines()) < 500
+
+
+def test_a_record_renders_its_meta_line_tables_and_notes():
+    record = results.parse_record("bench", RECORD, "bench.yaml")
+    assert results.render_entry(record) == [
+        '### <a id="bench"></a>A benchmark',
+        "",
+        "2026-01-02 · commit abc1234 · 2-core CPU · method: [benchmarks/README.md](../benchmarks/README.md)"
+        " · [record](results/bench.yaml) · `python benchmarks/x.py`",
+        "",
+        "Two cases.",
+        "",
+        "| case | tok/s |",
+        "|---|---|",
+        "| a\\|b | 1,000 |",  # a cell's | would end it
+        "| c | 0.30 |",
+        "",
+        "What it shows.",
+        "",
+    ]
+
+
+def test_verdicts_show_each_seed_with_misses_in_bold_and_the_readme_table_one_seed():
+    claims = [
+        Claim("(a) ratio", ">= 0.95x", ["1.03x", "0.79x", "not measured: no report"], [True, False, None])
+    ]
+    record = Record("demo", "Demo", "testbed", "2026-01-02", "abc", "cpu", "run.sh\nreport.py",
+                    verdicts=Verdicts([1, 2, 3], claims), readme=2)  # fmt: skip
+    lines = results.render_entry(record)
+    assert lines[4:7] == ["```", "run.sh", "report.py"]  # a command of several lines gets a block
+    assert (
+        "| (a) ratio | >= 0.95x | 1.03x | **0.79x** | not measured: no report | 1 of 2 (1 not measured) |"
+        in lines
+    )
+    assert results.readme_table([record]) == [
+        "| claim | target | measured | verdict |",
+        "|---|---|---|---|",
+        "| (a) ratio | >= 0.95x | 0.79x | **not held** |",
+    ]
+    with pytest.raises(RecordError, match="exactly one record must name the README's seed"):
+        results.readme_table([record, record])
+
+
+def test_the_page_groups_records_by_section_in_the_listed_order():
+    def record(name: str, section: str) -> Record:
+        return Record(name, name, section, "2026-01-01", "abc", "cpu", "x")
+
+    page = results.render_page([record("g1", "gpu"), record("e1", "engine"), record("e2", "engine")])
+    assert "Contents: [The CPU rollout engine](#engine) · [The CUDA path on one GPU](#gpu)" in page
+    assert re.findall(r'^#+ <a id="(\w+)">', page, flags=re.M) == ["engine", "e1", "e2", "gpu", "g1"]
+
+
+def test_records_load_in_page_order(tmp_path):
+    dated = {"b": ("engine", "2026-01-01"), "a": ("gpu", "2026-03-01"), "c": ("engine", "2026-02-01"),
+             "d": ("engine", "2026-02-01")}  # fmt: skip
+    for name, (section, date) in dated.items():
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({**RECORD, "section": section, "date": date}))
+    assert [r.name for r in results.load_records(tmp_path)] == ["c", "d", "b", "a"]
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"title": ""}, "bench.yaml: title must be a non-empty string, got ''"),
+        ({"section": "misc"}, r"bench.yaml: section 'misc' is not one of \['testbed', "),
+        ({"speed": "fast"}, "bench.yaml: unknown key 'speed'"),
+        ({"commit": None}, "bench.yaml: commit must be a non-empty string, got None"),
+        (
+            {"tables": [{"columns": ["a", "b"], "rows": [["1"]]}]},
+            r"tables\[0\]: rows\[0\] must be a list of 2 text",
+        ),
+        (
+            {"tables": [{"columns": ["a"], "rows": [[0.3]]}]},
+            r"tables\[0\]: rows\[0\] holds 0.3, not text: quote it",
+        ),
+        ({"tables": [{"columns": ["a"], "rows": []}]}, r"tables\[0\]: rows must be a non-empty list"),
+        ({"readme": 1}, "readme=1 must be one of the seeds of its verdicts"),
+        (
+            {
+                "verdicts": {
+                    "seeds": [1, 2],
+                    "claims": [{"claim": "c", "target": "t", "measured": ["x", "y"], "held": [True]}],
+                }
+            },
+            r"verdicts.claims\[0\].held must be one of true, false, null per seed \(2\)",
+        ),
+    ],
+)
+def test_a_bad_record_is_refused_naming_its_file_and_key(change, message):
+    with pytest.raises(RecordError, match=message):
+        results.parse_record("bench", {**RECORD, **change}, "bench.yaml")
+
+
+def test_a_record_may_not_take_a_section_anchor_and_an_unquoted_date_is_read_as_text(tmp_path):
+    with pytest.raises(RecordError, match="may not be named like a section"):
+        results.parse_record("gpu", RECORD, "gpu.yaml")
+    path = tmp_path / "bench.yaml"
+    path.write_text(yaml.safe_dump(RECORD).replace("'2026-01-02'", "2026-01-02"))
+    assert yaml.safe_load(path.read_text())["date"] == datetime.date(2026, 1, 2)
+    assert results.load_record(path).date == "2026-01-02"
+
+
+def test_a_written_record_loads_back_as_it_was(tmp_path):
+    record = Record(
+        "run", "A run", "testbed", "2026-01-02", "abc", "cpu", "line one\nline two", method="docs/GPU.md",
+        verdicts=Verdicts([1], [Claim("c", ">= 0.5", ["0.50"], [None])]), readme=1,
+        tables=[Table(["a"], [["1.00"]], "cap")], notes="- a note\n- another",
+    )  # fmt: skip
+    results.write_record(tmp_path / "run.yaml", record)
+    assert results.load_record(tmp_path / "run.yaml") == record
+    assert "command: |" in (tmp_path / "run.yaml").read_text()  # several lines: a YAML block
+
+
+def test_the_readme_table_goes_between_its_markers_and_nowhere_else():
+    readme = f"intro\n{results.README_START}\nold row\n{results.README_END}\nafter\n"
+    assert results.with_readme_table(readme, ["| new |"]) == (
+        f"intro\n{results.README_START}\n| new |\n{results.README_END}\nafter\n"
+    )
+    with pytest.raises(RecordError, match="must hold the line"):
+        results.with_readme_table("no markers\n", ["| new |"])
+
+
+def test_provenance_names_today_the_checkout_and_the_machine():
+    found = results.provenance()
+    assert found["date"] == datetime.datetime.now(datetime.timezone.utc).date().isoformat()
+    head = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    if head.returncode == 0:  # a source tree without git says so instead
+        assert found["commit"].split("-")[0] == head.stdout.strip()
+    assert re.fullmatch(r"\d+-core \S+ CPU, .+, load average \d+\.\d at the end", found["machine"])
+
+
+def test_the_cli_checks_rewrites_and_reports_a_stale_page(tmp_path):
+    root = tmp_path / "repo"
+    shutil.copytree(REPO / results.RECORDS, root / results.RECORDS)
+    (root / results.README).write_text((REPO / results.README).read_text())
+    command = [sys.executable, "-m", "verl.tools.results", "--root", str(root)]
+    stale = subprocess.run([*command, "--check"], capture_output=True, text=True, cwd=REPO)
+    assert stale.returncode == 1 and "RESULTS.md differs from its records" in stale.stderr  # no page yet
+    assert subprocess.run(command, capture_output=True, text=True, cwd=REPO).returncode == 0
+    assert (root / results.PAGE).read_text() == (REPO / results.PAGE).read_text()
+    assert subprocess.run([*command, "--check"], cwd=REPO).returncode == 0
+    (root / results.RECORDS / "demo.yaml").write_text("title: [")
+    broken = subprocess.run([*command, "--check"], capture_output=True, text=True, cwd=REPO)
+    assert broken.returncode == 2 and "demo.yaml: not YAML" in broken.stderr
