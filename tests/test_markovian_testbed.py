@@ -1,6 +1,6 @@
 """The Markovian testbed recipe: its claim checks on hand-made evaluations, its evaluation data, the seeds
 and run-config checks, the warm-start check, the aggregate over seeds, and (slow) the whole recipe at its
-smoke size over two seeds, which must write each seed's report with its verdict table and the aggregate."""
+smoke size, which must write a seed's report with its verdict table, and over two seeds, their aggregate."""
 
 import importlib.util
 import json
@@ -301,61 +301,66 @@ def run_recipe(tmp_path: Path, *overrides: str, **env: str) -> subprocess.Comple
 
 
 @pytest.mark.slow
-def test_the_recipe_over_two_seeds_at_smoke_size_writes_every_table(tmp_path):
-    """The recipe's plumbing, stage to stage, and the seeds command around it."""
-    result = run_recipe(tmp_path, SEEDS="1 2", SFT_ARGS="train.check_every=3")
+def test_the_recipe_at_smoke_size_writes_every_table(tmp_path):
+    """The recipe's plumbing for one seed, stage to stage: the report and its verdicts, the figures, the
+    timing stage; the same call again finds every stage done."""
+    result = run_recipe(tmp_path, SEED="2", SFT_ARGS="train.check_every=3")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run = tmp_path / "out"
+    sft = OmegaConf.load(run / "sft" / "sft_config.yaml").train
+    assert (sft.check_every, sft.seed) == (3, 2)  # SFT_ARGS, and the seed
+    assert OmegaConf.load(run / "longcot" / ".hydra" / "config.yaml").trainer.seed == 2
+    text = (run / "report.md").read_text()
+    # the verdict table opens the report
+    assert text.splitlines()[4] == "| claim | target | measured | verdict |"
+    for heading in (
+        "| the warm start learned the task (held-out T = 1 accuracy) |",
+        "| the warm start resumes after a cut (probe: Delethink / LongCoT inference at B) |",
+        "| LongCoT-RL gains over its own warm start (held-out accuracy at B) |",
+        "| (a) Delethink-RL's accuracy at B, against LongCoT-RL's |",
+        "## RL against its warm start, and (a): held-out problems of the trained sizes at B = 128",
+        "Markovian-ness probe: the warm start with Delethink inference",
+        "## (b) accuracy vs thinking budget on problems longer than B = 128",
+        "## (c) training cost",
+        "Rollout per step, Delethink / LongCoT =",
+        "per-token time at 256 / at 128",
+        "budgets at which Delethink's rollout is the cheaper one",
+        "### The cost curve: one trajectory, LongCoT against Delethink",
+        "On this machine Delethink's whole step (rollout + update) per trajectory is the cheaper one",
+    ):
+        assert heading in text, heading
+    keys = [v["key"] for v in json.loads((run / "verdicts.json").read_text())]
+    assert keys == ["warm_start", "probe", "gain_longcot", "gain_delethink", "a", "b", "c_rollout",
+                    "c_crossover", "c_flat"]  # fmt: skip
+    for png in ("accuracy_vs_budget.png", "cost.png", "crossover.png", "training_curves.png"):
+        assert (run / png).stat().st_size > 0
+    # the timing runs ignore end-of-sequence: every sample wrote its whole budget
+    timing = json.loads((run / "eval" / "timing.json").read_text())
+    assert [r["budget"] for r in timing["rows"]] == [128, 256]  # B and 2B at smoke size
+    for r in timing["rows"]:
+        for mode in ("longcot", "delethink"):
+            assert r[mode]["thinking_tokens"] == r["budget"] * timing["prompts"] * timing["samples"], mode
+            # each rollout was followed by its update: the batch's training rows went through the actor
+            assert r[mode]["update_s"] > 0 and r[mode]["train_tokens"] >= r[mode]["thinking_tokens"]
+            assert r[mode]["step_s"] == pytest.approx(r[mode]["wall_s"] + r[mode]["update_s"])
+    again = run_recipe(tmp_path, SEED="2", SFT_ARGS="train.check_every=3")
+    assert again.returncode == 0 and "== 2/4 RL" in again.stdout and "sft:" not in again.stderr
+    assert (run / "report.md").read_text() == text
+
+
+@pytest.mark.slow
+def test_the_recipe_over_two_seeds_aggregates_them_and_checks_their_settings(tmp_path):
+    """SEEDS runs the recipe once per seed (here to the warm start: the stages after it are the one-seed
+    test's), then the aggregate and its record; settings that differ from a seed's first call are refused
+    before any stage, and FORCE=1 redoes the stages of the seeds it is given."""
+    result = run_recipe(tmp_path, SEEDS="1 2", SFT_ARGS="train.check_every=3", STOP_AFTER="sft")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = tmp_path / "out"
     for seed in (1, 2):
-        run = out / f"seed_{seed}"
-        sft = OmegaConf.load(run / "sft" / "sft_config.yaml").train
-        assert (sft.check_every, sft.seed) == (3, seed)  # SFT_ARGS, and the seed
-        assert OmegaConf.load(run / "longcot" / ".hydra" / "config.yaml").trainer.seed == seed
-        text = (run / "report.md").read_text()
-        # the verdict table opens the report
-        assert text.splitlines()[4] == "| claim | target | measured | verdict |"
-        for heading in (
-            "| the warm start learned the task (held-out T = 1 accuracy) |",
-            "| the warm start resumes after a cut (probe: Delethink / LongCoT inference at B) |",
-            "| LongCoT-RL gains over its own warm start (held-out accuracy at B) |",
-            "| (a) Delethink-RL's accuracy at B, against LongCoT-RL's |",
-            "## RL against its warm start, and (a): held-out problems of the trained sizes at B = 128",
-            "Markovian-ness probe: the warm start with Delethink inference",
-            "## (b) accuracy vs thinking budget on problems longer than B = 128",
-            "## (c) training cost",
-            "Rollout per step, Delethink / LongCoT =",
-            "per-token time at 256 / at 128",
-            "budgets at which Delethink's rollout is the cheaper one",
-            "### The cost curve: one trajectory, LongCoT against Delethink",
-            "On this machine Delethink's whole step (rollout + update) per trajectory is the cheaper one",
-        ):
-            assert heading in text, heading
-        keys = [v["key"] for v in json.loads((run / "verdicts.json").read_text())]
-        assert keys == [
-            "warm_start",
-            "probe",
-            "gain_longcot",
-            "gain_delethink",
-            "a",
-            "b",
-            "c_rollout",
-            "c_crossover",
-            "c_flat",
-        ]
-        for png in ("accuracy_vs_budget.png", "cost.png", "crossover.png", "training_curves.png"):
-            assert (run / png).stat().st_size > 0
-        # the timing runs ignore end-of-sequence: every sample wrote its whole budget
-        timing = json.loads((run / "eval" / "timing.json").read_text())
-        assert [r["budget"] for r in timing["rows"]] == [128, 256]  # B and 2B at smoke size
-        for r in timing["rows"]:
-            for mode in ("longcot", "delethink"):
-                assert r[mode]["thinking_tokens"] == r["budget"] * timing["prompts"] * timing["samples"], mode
-                # each rollout was followed by its update: the batch's training rows went through the actor
-                assert r[mode]["update_s"] > 0 and r[mode]["train_tokens"] >= r[mode]["thinking_tokens"]
-                assert r[mode]["step_s"] == pytest.approx(r[mode]["wall_s"] + r[mode]["update_s"])
+        sft = OmegaConf.load(out / f"seed_{seed}" / "sft" / "sft_config.yaml").train
+        assert (sft.check_every, sft.seed) == (3, seed)
     text = (out / "aggregate.md").read_text()
     assert "| the warm start reached its target | >= 0.0 |" in text and "| 2 of 2 |" in text
-    assert "| (a) Delethink-RL's accuracy at B, against LongCoT-RL's | >= 0.95x |" in text
     assert text in result.stdout  # printed as well
     record = load_record(out / "record.yaml")  # the run's results record, with the call that made it
     assert (
@@ -363,8 +368,8 @@ def test_the_recipe_over_two_seeds_at_smoke_size_writes_every_table(tmp_path):
     )
     assert [c.held[0] for c in record.verdicts.claims][:1] == [True]  # the warm start's target 0.0
     # the same call again finds every stage done; another STEPS is refused before any stage runs
-    again = run_recipe(tmp_path, SEEDS="1 2", SFT_ARGS="train.check_every=3")
-    assert again.returncode == 0 and "== 2/4 RL" in again.stdout and "sft:" not in again.stderr
+    again = run_recipe(tmp_path, SEEDS="1 2", SFT_ARGS="train.check_every=3", STOP_AFTER="sft")
+    assert again.returncode == 0 and again.stdout.count("==== seed") == 2 and "sft:" not in again.stderr
     changed = run_recipe(tmp_path, SEEDS="1 2", SFT_ARGS="train.check_every=3", STEPS="2")
     assert changed.returncode == 2 and "STEPS was '1', now '2'" in changed.stderr
     assert "==== seed" not in changed.stdout
