@@ -23,7 +23,13 @@ from tests.tolerances import ULPS_PER_REDUCTION, assert_gradients_close, metric_
 from verl.config import ActorConfig, ConfigError, CriticConfig
 from verl.core.batch import TokenLayout, TrainRow, collate_rows, pad_rows_to_multiple, select_rows
 from verl.core.core_algos import TRAJECTORY_MEAN_MODE
-from verl.core.rollout_correction import Correction, correct, on_rows, probability_difference_metrics
+from verl.core.rollout_correction import (
+    PREFIX,
+    Correction,
+    correct,
+    on_rows,
+    probability_difference_metrics,
+)
 from verl.models.tiny import build_model, build_tokenizer
 from verl.trainer.launch import run
 from verl.utils.fs import read_jsonl
@@ -659,3 +665,84 @@ def test_fractional_sequence_weights_scale_each_rows_loss_through_the_trainer(ti
     assert doubled["actor/pg_loss"] == pytest.approx(-3.5 / 8, rel=1e-5)
     assert first["actor/grad_norm"] > 0
     assert doubled["actor/grad_norm"] == pytest.approx(2 * first["actor/grad_norm"], rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# edges: one value, bounds met exactly, ratios past e^20, corrections together
+
+
+def one_token_each(log_ratios: list[float]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sequences of one trained token each (float64: the log-ratios are exact), rollout log-prob 0."""
+    old = torch.tensor(log_ratios, dtype=torch.float64)[:, None]
+    return old, torch.zeros_like(old), torch.ones_like(old)
+
+
+def test_one_sequence_of_one_token_has_no_spread():
+    c = correct(*one_token_each([math.log(3.0)]), rollout_is="sequence", rollout_rs="sequence",
+                rollout_rs_threshold=4.0)  # fmt: skip
+    for key in (
+        "rollout_is_seq_std",
+        "rollout_is_std",
+        "rollout_rs_seq_sum_k1_seq_std",
+        "rollout_rs_seq_sum_k1_std",
+    ):
+        assert c.metrics[PREFIX + key] == 0.0, key
+    # two one-token sequences: ratios 3 and 1 (cap 2: 2 and 1), k1 -log 3 and 0 (within [-log 4, log 4])
+    two = correct(*one_token_each([math.log(3.0), 0.0]), rollout_is="sequence", rollout_rs="sequence",
+                  rollout_rs_threshold=4.0)  # fmt: skip
+    assert two.metrics[PREFIX + "rollout_is_std"] == pytest.approx(0.5)  # population std of 2 and 1
+    assert two.metrics[PREFIX + "rollout_is_seq_std"] == pytest.approx(math.sqrt(2.0))  # unbiased, of 3 and 1
+    assert two.metrics[PREFIX + "rollout_rs_seq_sum_k1_std"] == pytest.approx(math.log(3.0) / 2)
+
+
+def test_the_default_cap_is_two():
+    c = correct(*one_token_each([1.0, 0.0]), rollout_is="sequence")
+    assert c.weights.tolist() == [2.0, 1.0]
+
+
+def test_a_batch_without_trained_tokens_keeps_every_sequence_at_weight_one():
+    old, rollout, mask = one_token_each([0.5, -0.5])
+    c = correct(old, rollout, torch.zeros_like(mask), rollout_is="sequence")
+    assert c.weights.tolist() == [1.0, 1.0] and c.rejected.tolist() == [False, False] and c.metrics == {}
+
+
+def test_rejection_by_ratio_and_by_veto_add_up_and_keep_every_metric():
+    # R = e^2 (past the ratio's bound e^1.5), a token at e^-3 (below the veto's e^-2.5), one that passes
+    c = correct(*one_token_each([2.0, -3.0, 0.0]), rollout_is="sequence", rollout_rs="sequence",
+                rollout_rs_threshold=math.exp(1.5), rollout_rs_threshold_lower=math.exp(-4.0),
+                rollout_token_veto_threshold=math.exp(-2.5))  # fmt: skip
+    assert c.rejected.tolist() == [True, True, False]
+    for key in ("kl", "rollout_is_seq_mean", "rollout_rs_masked_fraction", "rollout_is_veto_fraction"):
+        assert PREFIX + key in c.metrics, key
+
+
+def test_the_fractions_past_a_bound_count_what_lies_strictly_past_it():
+    """log-ratios exactly log 2 and -log 2 (ratio 2 and 1/2) meet the bounds 2 and 1/2 of threshold 2,
+    and the k1 bounds of an upper bound 2 (k1 = -log R): neither is past them."""
+    c = correct(*one_token_each([math.log(2.0), -math.log(2.0)]), rollout_is="sequence",
+                rollout_rs="sequence", rollout_rs_threshold=2.0)  # fmt: skip
+    for key in ("rollout_is_ratio_fraction_high", "rollout_is_ratio_fraction_low",
+                "rollout_is_seq_fraction_high", "rollout_is_seq_fraction_low",
+                "rollout_rs_seq_sum_k1_fraction_high", "rollout_rs_seq_sum_k1_fraction_low",
+                "rollout_rs_seq_sum_k1_seq_fraction_high",
+                "rollout_rs_seq_sum_k1_seq_fraction_low"):  # fmt: skip
+        assert c.metrics[PREFIX + key] == 0.0, key
+    assert c.rejected.tolist() == [False, False]
+
+
+def test_ratios_and_spreads_are_bounded():
+    """Log-ratios of +-100 count as +-20 (MAX_LOG_RATIO) in the ratios, chi-squares and k1; the IS
+    spread clamps the ratios to [1/2, 2], the rejection's spread k1 to its bounds."""
+    c = correct(*one_token_each([100.0, -100.0]), rollout_is="sequence", rollout_rs="sequence",
+                rollout_rs_threshold=2.0)  # fmt: skip
+    m = {key.removeprefix(PREFIX): value for key, value in c.metrics.items()}
+    e40 = math.exp(40.0)
+    assert m["chi2_token"] == pytest.approx((e40 + math.exp(-40.0)) / 2 - 1)
+    assert m["chi2_seq"] == pytest.approx((e40 + math.exp(-40.0)) / 2 - 1)
+    assert m["rollout_is_seq_max"] == pytest.approx(math.exp(20.0))
+    assert m["rollout_is_seq_min"] == pytest.approx(math.exp(-20.0))
+    assert (m["rollout_rs_seq_sum_k1_max"], m["rollout_rs_seq_sum_k1_min"]) == (20.0, -20.0)
+    assert m["rollout_is_std"] == pytest.approx(0.75)  # ratios clamped to 2 and 1/2
+    assert m["rollout_rs_seq_sum_k1_std"] == pytest.approx(math.log(2.0))  # k1 clamped to +-log 2
+    # normalised by their mean (1.25): 1.6 and 0.4, mean square 1.36
+    assert m["rollout_is_eff_sample_size"] == pytest.approx(1 / 1.36)
