@@ -15,7 +15,7 @@ from tests.tolerances import (
     metric_approx,
 )
 from verl.config import ActorConfig
-from verl.core import core_algos, log_softmax
+from verl.core import log_softmax, names
 from verl.core.batch import collate_rows, select_rows, trajectory_rows
 from verl.core.trajectory import Trajectory, Turn
 from verl.models.tiny import build_model, build_tokenizer
@@ -144,7 +144,7 @@ def test_adam_steps_compare_up_to_rounding_but_not_on_other_rows(model):
 
 
 @pytest.mark.compares_runs
-@pytest.mark.parametrize("mode", core_algos.LOSS_AGG_MODES)
+@pytest.mark.parametrize("mode", names.LOSS_AGG_MODES)
 def test_micro_batches_sum_to_the_mini_batch_gradient(model, mode):
     whole = update(model, loss_agg_mode=mode, ppo_micro_batch_size_per_gpu=64)
     split = update(model, loss_agg_mode=mode, ppo_micro_batch_size_per_gpu=2)

@@ -22,7 +22,7 @@ from tests.test_trajectory_weight import TRAJECTORIES, actor_batch
 from tests.tolerances import ULPS_PER_REDUCTION, assert_gradients_close, metric_approx, reordered_atol
 from verl.config import ActorConfig, ConfigError, CriticConfig
 from verl.core.batch import TokenLayout, TrainRow, collate_rows, pad_rows_to_multiple, select_rows
-from verl.core.core_algos import TRAJECTORY_MEAN_MODE
+from verl.core.names import TRAJECTORY_MEAN_MODE
 from verl.core.rollout_correction import (
     PREFIX,
     Correction,

@@ -11,7 +11,7 @@ import torch
 from tests.e2e_utils import DELETHINK, tiny_config
 from tests.tolerances import assert_gradients_close, metric_approx
 from verl.config import ActorConfig, CriticConfig
-from verl.core import core_algos, log_softmax
+from verl.core import core_algos, log_softmax, names
 from verl.core.batch import collate_rows, rows_per_trajectory, trajectory_rows
 from verl.core.trajectory import Trajectory, Turn
 from verl.models.tiny import build_model, build_tokenizer
@@ -19,7 +19,7 @@ from verl.workers.actor.dp_actor import DataParallelPPOActor, response_logits
 from verl.workers.critic.dp_critic import DataParallelPPOCritic, response_values
 from verl.workers.data_parallel import mini_batch_denominators
 
-MODE = core_algos.TRAJECTORY_MEAN_MODE
+MODE = names.TRAJECTORY_MEAN_MODE
 
 # ---------------------------------------------------------------------------------------------
 # agg_loss by hand

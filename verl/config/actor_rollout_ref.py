@@ -20,7 +20,7 @@ from verl.config.rules import (
     one_of,
     positive,
 )
-from verl.core import core_algos
+from verl.core import names
 from verl.models.lora_keys import ALL_LINEAR
 
 
@@ -92,7 +92,7 @@ class ActorConfig:
     clip_ratio_high: float = 0.2  # PPO clip: ratio <= 1 + clip_ratio_high
     clip_ratio_c: float = 3.0  # dual-clip bound for negative advantages (> 1)
     tis_imp_ratio_cap: float = -1.0  # truncated importance sampling cap on trainer/engine ratio; <= 0: off
-    # set by the environment; how per-token losses become one number (core_algos.LOSS_AGG_MODES;
+    # set by the environment; how per-token losses become one number (names.LOSS_AGG_MODES;
     # seq-mean-token-sum-norm, Dr. GRPO's: a trajectory's token sum over the thinking budget)
     loss_agg_mode: str = "seq-mean-token-norm-trace-length"
     # null: each mini-batch's loss is the exact mean its loss_agg_mode names (Delethink: over its
@@ -102,7 +102,7 @@ class ActorConfig:
     entropy_coeff: float = 0.0  # weight of the entropy bonus
     use_kl_loss: bool = False  # add a KL penalty to a frozen reference model
     kl_loss_coef: float = 0.001  # weight of that KL penalty
-    kl_loss_type: str = "low_var_kl"  # KL estimator (core_algos.KL_PENALTY_TYPES)
+    kl_loss_type: str = "low_var_kl"  # KL estimator (names.KL_PENALTY_TYPES)
     grad_clip: float = 1.0  # max global gradient norm
     use_dynamic_bsz: bool = False  # micro-batches by token budget (ppo_max_token_len_per_gpu) instead of rows
     ppo_max_token_len_per_gpu: int = 16384  # tokens (prompt + response) per micro-batch with use_dynamic_bsz
@@ -119,9 +119,9 @@ class ActorConfig:
              "must be null (the exact mean) or the rows to divide each mini-batch's loss by (>= 1)"),
             ("clip_ratio_low", lambda v: 0 < v < 1, "must be in (0, 1): the lower clip bound is 1 - it"),
             ("clip_ratio_c", lambda v: v > 1, "must be > 1 (the dual-clip bound is above the clip)"),
-            one_of("loss_agg_mode", core_algos.LOSS_AGG_MODES),
+            one_of("loss_agg_mode", names.LOSS_AGG_MODES),
             *non_negative("kl_loss_coef"),
-            one_of("kl_loss_type", core_algos.KL_PENALTY_TYPES),
+            one_of("kl_loss_type", names.KL_PENALTY_TYPES),
         ])  # fmt: skip
 
 

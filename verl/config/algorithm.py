@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from verl.config.rules import broken, non_negative, one_of, positive
-from verl.core import core_algos, rollout_correction
+from verl.core import names
 from verl.core.delethink import delethink_param_problems
 
 
@@ -50,7 +50,7 @@ class KLControlConfig:
 
     def problems(self, key: str) -> list[str]:
         return broken(self, key, [
-            one_of("type", core_algos.KL_CTRL_TYPES),
+            one_of("type", names.KL_CTRL_TYPES),
             *non_negative("kl_coef"),
             *positive("target_kl", "horizon"),
         ])  # fmt: skip
@@ -85,19 +85,19 @@ class RolloutCorrectionConfig:
 
     def problems(self, key: str) -> list[str]:
         in_unit = "must be null (off) or in (0, 1)"
-        rejecting = self.rollout_rs in rollout_correction.RS_LEVELS[1:]
+        rejecting = self.rollout_rs in names.RS_LEVELS[1:]
         bypassed = (
             "must be null with bypass_mode=true: the old log-probs are the engine's, so its ratios are 1"
         )
         return broken(self, key, [
-            ("rollout_is", lambda v: v in rollout_correction.IS_LEVELS,
-             f"must be one of {list(rollout_correction.IS_LEVELS)} (the token-level weight is "
+            ("rollout_is", lambda v: v in names.IS_LEVELS,
+             f"must be one of {list(names.IS_LEVELS)} (the token-level weight is "
              "actor_rollout_ref.actor.tis_imp_ratio_cap)"),
             ("rollout_is_threshold", lambda v: v >= 1,
              "must be >= 1: a cap below 1 would shrink the weight of trajectories the engine and trainer "
              "agree on"),
-            ("rollout_rs", lambda v: v in rollout_correction.RS_LEVELS,
-             f"must be one of {list(rollout_correction.RS_LEVELS)}"),
+            ("rollout_rs", lambda v: v in names.RS_LEVELS,
+             f"must be one of {list(names.RS_LEVELS)}"),
             ("rollout_rs_threshold", lambda v: v is None or v > 1,
              "must be null or > 1 (the upper bound of a trajectory's ratio)"),
             ("rollout_rs_threshold", lambda v: v is not None or not rejecting,
@@ -112,7 +112,7 @@ class RolloutCorrectionConfig:
 @dataclass
 class AlgorithmConfig:
     # grpo | rloo | reinforce_plus_plus | reinforce_plus_plus_baseline | remax | gae (with the critic:
-    # critic.*) (core_algos.ADV_ESTIMATORS)
+    # critic.*) (names.ADV_ESTIMATORS)
     adv_estimator: str = "grpo"
     # divide GRPO advantages by the group's reward std; false (with the actor's loss_agg_mode
     # seq-mean-token-sum-norm): Dr. GRPO
@@ -121,7 +121,7 @@ class AlgorithmConfig:
     lam: float = 1.0  # gae: lambda, the bias-variance trade-off of the advantage, in [0, 1]
     # subtract kl_ctrl.kl_coef x KL(policy || reference) from every token's reward (not grpo/rloo)
     use_kl_in_reward: bool = False
-    kl_penalty: str = "kl"  # KL estimator of use_kl_in_reward (core_algos.KL_PENALTY_TYPES)
+    kl_penalty: str = "kl"  # KL estimator of use_kl_in_reward (names.KL_PENALTY_TYPES)
     kl_ctrl: KLControlConfig = field(default_factory=KLControlConfig)  # the KL-in-reward coefficient
     # dynamic sampling (trainer/ppo/dynamic_sampling.py)
     filter_groups: FilterGroupsConfig = field(default_factory=FilterGroupsConfig)
@@ -134,11 +134,11 @@ class AlgorithmConfig:
 
     def problems(self, key: str) -> list[str]:
         return broken(self, key, [
-            one_of("adv_estimator", core_algos.ADV_ESTIMATORS),
+            one_of("adv_estimator", names.ADV_ESTIMATORS),
             ("gamma", lambda v: 0 < v <= 1, "must be in (0, 1]"),
             ("lam", lambda v: 0 <= v <= 1, "must be in [0, 1]"),
-            one_of("kl_penalty", core_algos.KL_PENALTY_TYPES),
-            ("use_kl_in_reward", lambda v: not v or self.adv_estimator not in core_algos.OUTCOME_ESTIMATORS,
+            one_of("kl_penalty", names.KL_PENALTY_TYPES),
+            ("use_kl_in_reward", lambda v: not v or self.adv_estimator not in names.OUTCOME_ESTIMATORS,
              f"adv_estimator={self.adv_estimator!r} gives one advantage per trajectory from the scores; "
              "penalise the KL as a loss (actor_rollout_ref.actor.use_kl_loss) or pick a token-level "
              "estimator"),

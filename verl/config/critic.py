@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from verl.config.actor_rollout_ref import FSDPConfig, OptimConfig
 from verl.config.rules import LORA_RULES, broken, one_of, positive
-from verl.core import core_algos
+from verl.core import names
 from verl.models.lora_keys import ALL_LINEAR
 
 
@@ -41,7 +41,7 @@ class CriticConfig:
     # a prediction moves at most this far from the values the advantages used: the clipped value loss
     cliprange_value: float = 0.5
     grad_clip: float = 1.0  # max global gradient norm
-    # how per-token value losses become one number (core_algos.LOSS_AGG_MODES)
+    # how per-token value losses become one number (names.LOSS_AGG_MODES)
     loss_agg_mode: str = "token-mean"
     fsdp_config: FSDPConfig = field(default_factory=FSDPConfig)
 
@@ -49,5 +49,5 @@ class CriticConfig:
         return broken(self, key, [
             *positive("ppo_micro_batch_size_per_gpu", "forward_micro_batch_size_per_gpu",
                        "ppo_max_token_len_per_gpu", "ppo_epochs", "cliprange_value", "grad_clip"),
-            one_of("loss_agg_mode", core_algos.LOSS_AGG_MODES),
+            one_of("loss_agg_mode", names.LOSS_AGG_MODES),
         ])  # fmt: skip

@@ -70,7 +70,7 @@ def rows_per_trajectory(num_rows: int, num_trajectories: int) -> float:
     into a mean over trajectories.
 
     With trace-length normalisation each trajectory's rows sum to that trajectory's token-mean loss;
-    that loss mode (`core_algos.TRAJECTORY_MEAN_MODE`) divides a mini-batch's row terms by its rows
+    that loss mode (`names.TRAJECTORY_MEAN_MODE`) divides a mini-batch's row terms by its rows
     over this ratio, its share of the trajectories, so the batch loss is the mean over trajectories.
     The actor takes it for that mode alone; no other mode and not the critic.
     """

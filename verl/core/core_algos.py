@@ -14,28 +14,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-ADV_ESTIMATORS: tuple[str, ...] = (
-    "grpo",
-    "rloo",
-    "reinforce_plus_plus",
-    "reinforce_plus_plus_baseline",
-    "remax",
-    "gae",
+from verl.core.names import (
+    ADV_ESTIMATORS,
+    KL_CTRL_TYPES,
+    KL_PENALTY_TYPES,
+    LOSS_AGG_MODES,
+    OUTCOME_ESTIMATORS,
 )
-# one advantage per trajectory from the scores alone; the others give each response token its own value
-OUTCOME_ESTIMATORS: tuple[str, ...] = ("grpo", "rloo")
-KL_CTRL_TYPES: tuple[str, ...] = ("fixed", "adaptive")
-LOSS_AGG_MODES: tuple[str, ...] = (
-    "token-mean",
-    "seq-mean-token-sum",
-    "seq-mean-token-mean",
-    "seq-mean-token-sum-norm",
-    "seq-mean-token-norm-trace-length",
-)
-# the one mode that is a mean over trajectories: a trajectory's rows (Delethink: its chunks) share its
-# trace length, so its row terms add up to its token mean; it alone divides by the trajectory count
-TRAJECTORY_MEAN_MODE = "seq-mean-token-norm-trace-length"
-KL_PENALTY_TYPES: tuple[str, ...] = ("kl", "abs", "mse", "low_var_kl")
 
 # exp() of a log-ratio beyond this overflows float32 or produces useless weights; clamping keeps
 # the forward finite and the backward free of inf * 0 = nan

@@ -34,9 +34,8 @@ import torch
 from torch import Tensor
 
 from verl.core.core_algos import MAX_LOG_RATIO
+from verl.core.names import IS_LEVELS
 
-IS_LEVELS = (None, "sequence")
-RS_LEVELS = (None, "sequence", "geometric")
 # verl's name of each rejection level: the option whose statistic and bounds it logs under
 RS_OPTIONS = {"sequence": "seq_sum_k1", "geometric": "seq_mean_k1"}
 PREFIX = "rollout_corr/"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 
 import numpy as np
-import torch
 
 
 def derive_seed(*entropy: int) -> int:
@@ -24,6 +23,8 @@ def chunk_seed(seed: int | None, chunk_index: int) -> int | None:
 
 
 def seed_everything(seed: int) -> None:
+    import torch  # here: the agent loops import this module, and a config check must not wait for torch
+
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

@@ -9,7 +9,7 @@ only the actor's trajectory-mean loss mode, and is logged only when the actor us
 
 from __future__ import annotations
 
-from verl.core import core_algos
+from verl.core import names
 from verl.core.batch import TrainRow, trajectory_rows
 from verl.core.trajectory import Trajectory
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer, trajectory_metrics
@@ -27,6 +27,6 @@ class RayDelethinkTrainer(RayPPOTrainer):
             "delethink/flat_batch_size": float(num_rows),
             "delethink/padding_rows": float(num_padded - num_rows),
         }
-        if self.config.actor_rollout_ref.actor.loss_agg_mode == core_algos.TRAJECTORY_MEAN_MODE:
+        if self.config.actor_rollout_ref.actor.loss_agg_mode == names.TRAJECTORY_MEAN_MODE:
             metrics["delethink/rows_per_trajectory"] = rows_per_trajectory
         return metrics

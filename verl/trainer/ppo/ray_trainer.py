@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from verl.agent_loop import agent_loop_class
 from verl.config import PolicyIterationConfig
-from verl.core import core_algos, rollout_correction
+from verl.core import core_algos, names, rollout_correction
 from verl.core.batch import (
     TokenLayout,
     TrainRow,
@@ -194,7 +194,7 @@ class RayPPOTrainer:
         if estimator == "remax":
             baseline_scores, baseline_metrics = self.greedy_baseline(step, items, timing)
             update_metrics.update(baseline_metrics)
-        if estimator in core_algos.OUTCOME_ESTIMATORS:
+        if estimator in names.OUTCOME_ESTIMATORS:
             advantages = core_algos.compute_outcome_advantage(
                 scores, group_ids, estimator, cfg.algorithm.norm_adv_by_std_in_grpo
             ).tolist()
@@ -210,7 +210,7 @@ class RayPPOTrainer:
                 update_actor=step > cfg.trainer.critic_warmup,
             )  # fmt: skip
             update_metrics.update(metrics)
-            if estimator not in core_algos.OUTCOME_ESTIMATORS:
+            if estimator not in names.OUTCOME_ESTIMATORS:
                 for i, advantage in zip(trained, trained_advantages, strict=True):
                     advantages[i] = advantage
 

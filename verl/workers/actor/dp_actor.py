@@ -172,7 +172,7 @@ class DataParallelPPOActor:
     ) -> dict[str, float]:
         """PPO epochs over `num_mini_batches` optimizer steps. `rows_per_trajectory` is the step's rows
         per trajectory (`verl.core.batch.rows_per_trajectory`): the trajectory-mean loss mode
-        (`core_algos.TRAJECTORY_MEAN_MODE`) divides by each mini-batch's rows over it, so Delethink's
+        (`names.TRAJECTORY_MEAN_MODE`) divides by each mini-batch's rows over it, so Delethink's
         flat batch of chunk rows trains on the mean over trajectories; every other mode ignores it.
 
         `batch` holds this rank's rows. Without `batch["mini_batch_index"]` (long, one per row) the
