@@ -17,8 +17,6 @@ import sys
 from pathlib import Path
 
 from omegaconf import OmegaConf
-from step_errors import count_errors, where_it_goes_wrong
-from transformers.utils import logging as hf_logging
 
 from verl.trainer.sft.outcome import read
 
@@ -30,6 +28,10 @@ def diagnosis(sft_dir: Path) -> str:
     config = OmegaConf.load(sft_dir / "sft_config.yaml")
     if OmegaConf.select(config, "task.name") != "shift_register":
         return ""
+    # here, not at the top: a warm start that reached its target (every recipe run) needs no model
+    from step_errors import count_errors, where_it_goes_wrong
+    from transformers.utils import logging as hf_logging
+
     hf_logging.disable_progress_bar()  # the verdict is one line
     counts = count_errors(sft_dir, DIAGNOSED_PROBLEMS, config.eval.min_size, config.eval.max_size, seed=4321)
     return f"{where_it_goes_wrong(counts)} (step_errors.py {sft_dir})"
