@@ -1,8 +1,8 @@
 """examples/multi_node_template.sh on a real two-node Ray cluster on this machine: node 0 (the head and the
-driver) and node 1 (a second raylet), one CPU each, CPU ranks talking over gloo across the nodes. The run
-equals the one-node two-rank run; rank 0 runs on the driver's node and rank 1 on the other; losing node 1
-mid-run stops the driver with one line and loses nothing, and the same commands then resume to the
-uninterrupted result; what the cluster cannot hold is refused with one line each, fast.
+driver) and node 1 (a second raylet), one CPU each, CPU ranks talking over gloo across the nodes. Rank 0
+runs on the driver's node and rank 1 on the other; losing node 1 mid-run stops the driver with one line
+and loses nothing, and the same commands then resume it to the result of the one-node two-rank run; what
+the cluster cannot hold is refused with one line each, fast.
 
 Each test's Ray lives under a RAY_TMPDIR of its own (so its `ray start` does not record itself in
 /tmp/ray, where a plain ray.init() elsewhere on the machine would look) and on a free port; every
@@ -170,26 +170,16 @@ def placement_table(log: str) -> dict[int, str]:
     return table
 
 
-def wait_for(condition, proc: subprocess.Popen, log: Path, timeout_s: float) -> None:
+def wait_for(condition, procs: list[tuple[subprocess.Popen, Path]], timeout_s: float) -> None:
+    """Until `condition()`, while every one of `procs` runs (a node whose Ray failed to start ends the wait
+    with its log, not after timeout_s)."""
     deadline = time.monotonic() + timeout_s
+    log = procs[0][1]
     while not condition():
-        assert proc.poll() is None, log.read_text()[-3000:]
+        for proc, proc_log in procs:
+            assert proc.poll() is None, proc_log.read_text()[-3000:]
         assert time.monotonic() < deadline, log.read_text()[-3000:]
         time.sleep(0.1)
-
-
-def test_the_template_on_two_nodes_equals_the_one_node_run(machine, tiny_assets, one_node_run, tmp_path):
-    run_dir = tmp_path / "run"
-    machine.start(1)
-    node0, log = machine.start(0, *run_overrides(tiny_assets, run_dir))
-    assert node0.wait(timeout=HANG_S) == 0, log.read_text()[-3000:]
-    out = log.read_text()
-    assert "2 node(s), 2 GPU(s), 2 CPU(s) in the cluster" in out
-    table = placement_table(out)
-    assert set(table) == {0, 1} and table[0] != table[1], out[-3000:]
-    assert f"  rank 0 -> {table[0]}, the driver's" in out
-    assert not answers(machine.port)  # node 0 stopped its Ray at the end
-    assert_same_run(run_dir, one_node_run)
 
 
 def test_a_lost_node_stops_the_run_cleanly_and_the_same_commands_resume(
@@ -197,9 +187,9 @@ def test_a_lost_node_stops_the_run_cleanly_and_the_same_commands_resume(
 ):
     run_dir = tmp_path / "run"
     overrides = run_overrides(tiny_assets, run_dir)
-    node1, _ = machine.start(1)
+    node1, log1 = machine.start(1)
     node0, log = machine.start(0, *overrides)
-    wait_for(lambda: (run_dir / "global_step_1").is_dir(), node0, log, timeout_s=HANG_S)
+    wait_for(lambda: (run_dir / "global_step_1").is_dir(), [(node0, log), (node1, log1)], timeout_s=HANG_S)
     (raylet,) = [p for p in psutil.Process(node1.pid).children(recursive=True) if p.name() == "raylet"]
     # The raylet and the workers it started go down together, as on a machine that dies: a raylet
     # killed alone leaves rank 1 computing until Ray notices, time enough on a fast machine for the
@@ -214,11 +204,16 @@ def test_a_lost_node_stops_the_run_cleanly_and_the_same_commands_resume(
     print(f"driver stopped {time.monotonic() - killed:.1f} s after node 1's raylet and workers were killed")
     out = log.read_text()
     assert returncode == 1, out[-3000:]
+    # both nodes joined, rank 0 ran on the driver's node and rank 1 on the other
+    assert "2 node(s), 2 GPU(s), 2 CPU(s) in the cluster" in out
+    table = placement_table(out)
+    assert set(table) == {0, 1} and table[0] != table[1], out[-3000:]
+    assert f"  rank 0 -> {table[0]}, the driver's" in out
 
     newest = checkpoint.step_dirs(run_dir)[0]
     assert checkpoint.checkpoint_problem(newest) is None
     assert newest.name != "global_step_3"  # stopped mid-run
-    lost = placement_table(out)[1]
+    lost = table[1]
     stop_line = f"lost {lost}, rank 1 during the run (start it again, or another in its place); rerun"
     assert f"{stop_line} the same command to resume from {newest}\n" in out, out[-3000:]
     assert all(checkpoint.checkpoint_problem(step) is None for step in checkpoint.step_dirs(run_dir))
@@ -233,6 +228,8 @@ def test_a_lost_node_stops_the_run_cleanly_and_the_same_commands_resume(
     node0, log = machine.start(0, *overrides)
     assert node0.wait(timeout=HANG_S) == 0, log.read_text()[-3000:]
     assert f"resumed from {newest}" in log.read_text()
+    assert not answers(machine.port)  # node 0 stopped its Ray at the end
+    # the two-node run, cut and resumed, is the one-node two-rank run
     assert_same_run(run_dir, one_node_run)
 
 
