@@ -38,6 +38,17 @@ def test_flatten_one_row_per_chunk_with_trajectory_advantage_and_trace_length():
     assert rows[1].prompt_ids == [5, 6, 7, 8] and rows[1].response_ids == [9]
 
 
+def test_a_failed_environments_rows_are_kept_but_untrainable():
+    a, b = two_trajectories()
+    a.info["note"] = "any other key"  # only "error" marks a failure
+    b.info["error"] = "the environment crashed"
+    rows = trajectory_rows([a, b], [1.5, -2.0])
+    assert [(r.trajectory_index, r.trainable) for r in rows] == [(0, True), (0, True), (1, False)]
+    batch = collate_rows(rows, PAD)
+    assert batch["response_mask"].tolist() == [[1, 1], [1, 0], [0, 0]]
+    assert batch["advantages"].tolist() == [[1.5, 1.5], [1.5, 0.0], [0.0, 0.0]]
+
+
 def test_collate_layout_left_pads_prompts_right_pads_responses():
     batch = collate_rows(trajectory_rows(two_trajectories(), [1.5, -2.0]), PAD)
     # prompt width 4, response width 2
@@ -113,6 +124,27 @@ def test_collate_dtypes_and_the_narrowest_response_block():
     assert empty["input_ids"].tolist() == [[5, 6, PAD]] and empty["response_mask"].tolist() == [[0.0]]
 
 
+@pytest.fixture
+def float64_default():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
+
+
+def test_collate_makes_float32_tensors_whatever_torchs_default_dtype(float64_default):
+    batch = collate_rows([row([5], [6, 7])], PAD)
+    floats = ("response_mask", "rollout_log_probs", "advantages", "trace_lengths")
+    assert {k: batch[k].dtype for k in floats} == dict.fromkeys(floats, torch.float32)
+
+
+def test_trace_lengths_below_one_are_one():
+    # trace lengths 1 (one token) and 0 (no token): both 1, the divisor never 0
+    batch = collate_rows([row([5], [6]), row([5], [])], PAD)
+    assert batch["trace_lengths"].tolist() == [1.0, 1.0]
+    assert collate_rows([row([5], [6, 7])], PAD)["trace_lengths"].tolist() == [2.0]
+
+
 def test_padding_copies_the_last_row():
     rows = [row([1], [2]), row([3], [4]), row([5], [6])]
     padded = pad_rows_to_multiple(rows, 5)
@@ -149,6 +181,8 @@ def test_token_layout_of_rows_without_tokens_and_of_one_token_each():
 
 
 def test_batch_errors_name_what_is_wrong():
+    with pytest.raises(ValueError, match=r"^2 trajectories but 1 advantages$"):
+        trajectory_rows(two_trajectories(), [1.0])
     with pytest.raises(ValueError, match=r"^cannot collate an empty batch$"):
         collate_rows([], PAD)
     with pytest.raises(ValueError, match=r"^row 1: 2 response tokens but 1 log-probs$"):

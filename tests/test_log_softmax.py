@@ -151,3 +151,53 @@ def test_empty_batches_give_empty_results():
     log_probs, entropy = log_probs_and_entropy(torch.zeros(0, 5, 7), torch.zeros(0, 5, dtype=torch.long))
     assert log_probs.shape == entropy.shape == (0, 5)
     assert log_probs_from_logits(torch.zeros(2, 0, 7), torch.zeros(2, 0, dtype=torch.long)).shape == (2, 0)
+
+
+def test_a_masked_vocabulary_gets_a_zero_gradient_when_only_the_log_probs_are_trained_on():
+    # logits [0, ln 3, -inf]: p = [1/4, 3/4, 0]; [ln 3, 0, -inf]: p = [3/4, 1/4, 0]; label 1 in both.
+    # The entropy is computed but not trained on, so its gradient must not enter: p (log p + H) at the
+    # masked token would be 0 * -inf.
+    logits = torch.tensor([[[0.0, math.log(3), -math.inf], [math.log(3), 0.0, -math.inf]]])
+    logits.requires_grad_()
+    log_probs, entropy = log_probs_and_entropy(logits, torch.tensor([[1, 1]]))
+    assert_close(log_probs, torch.tensor([[math.log(3 / 4), math.log(1 / 4)]]))
+    # -(1/4 ln 1/4 + 3/4 ln 3/4) = 0.562335 at both positions
+    assert_close(entropy, torch.full((1, 2), -(math.log(1 / 4) / 4 + 3 * math.log(3 / 4) / 4)))
+    (grad,) = torch.autograd.grad(log_probs.sum(), logits)
+    # onehot - p
+    assert_close(grad, torch.tensor([[[-1 / 4, 1 / 4, 0.0], [-3 / 4, 3 / 4, 0.0]]]))
+
+
+def test_log_probs_alone_compute_no_entropy(monkeypatch):
+    entropies = []
+
+    def recording(*args):
+        parts = forward_chunk(*args)
+        entropies.append(parts[2])
+        return parts
+
+    forward_chunk = log_softmax._forward_chunk
+    monkeypatch.setattr(log_softmax, "_forward_chunk", recording)
+    log_probs_from_logits(HAND_LOGITS, HAND_LABELS)
+    assert entropies == [None]  # one chunk, and no entropy in it
+    log_probs_and_entropy(HAND_LOGITS, HAND_LABELS)
+    assert entropies[1].shape == (2,)
+
+
+@pytest.mark.parametrize(
+    "positions, vocab, dtype, starts",
+    [
+        # 256 MiB / (151936 * 4 bytes) = 441.7: 441 positions a chunk, the last one the 118 left
+        (1000, 151936, torch.float32, [0, 441, 882, 1000]),
+        (1000, 151936, torch.float64, [0, 220, 440, 660, 880, 1000]),  # 8 bytes: 220.8
+        (441, 151936, torch.float32, [0, 441]),  # exactly one chunk
+        (0, 151936, torch.float32, [0]),  # no positions: no chunk
+        (3, 2**25, torch.float32, [0, 2, 3]),  # one position is half the budget: 2 a chunk
+        (3, 2**26, torch.float32, [0, 1, 2, 3]),  # exactly the budget: 1 a chunk
+        (3, 2**27, torch.float32, [0, 1, 2, 3]),  # twice the budget: still 1 a chunk
+    ],
+)
+def test_chunks_cover_the_positions_once_within_the_byte_budget(positions, vocab, dtype, starts):
+    assert log_softmax.LOGITS_CHUNK_BYTES == 2**28  # 256 MiB
+    expected = [slice(a, b) for a, b in zip(starts[:-1], starts[1:], strict=True)]
+    assert log_softmax._chunks(positions, vocab, dtype) == expected
