@@ -11,6 +11,9 @@ $(STAMP): requirements.txt requirements-dev.txt setup.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements-dev.txt
 	$(BIN)/pip install -q --no-deps -e .
+	# bytecode for the editable package now, as pip writes it for every other one: where
+	# PYTHONDONTWRITEBYTECODE is set, each process (a test's subprocess, a Ray worker) would compile it again
+	$(BIN)/python -m compileall -q verl
 	touch $(STAMP)
 
 install: $(STAMP)
