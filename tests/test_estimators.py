@@ -5,6 +5,7 @@ the comments), then end to end on the tiny model in both thinking environments."
 
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -28,6 +29,18 @@ def test_outcome_score_lands_on_the_last_masked_token():
     assert_close(rewards, torch.tensor([[0.0, 0.0, 2.0, 0.0], [0.0, -1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]))
 
 
+def test_a_score_on_a_rows_only_token_and_the_shapes_place_on_last_token_takes():
+    # row 0's only masked token is its first, row 1's is its second
+    mask = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    rewards = core_algos.place_on_last_token(torch.tensor([7.0, 8.0], dtype=torch.float64), mask)
+    assert_close(rewards, torch.tensor([[7.0, 0.0, 0.0], [0.0, 8.0, 0.0]], dtype=torch.float64))
+    for values, mask in [(torch.zeros(3), torch.ones(2, 4)), (torch.zeros(2, 1), torch.ones(2, 3)),
+                         (torch.zeros(2), torch.ones(2))]:  # fmt: skip
+        message = f"expected values [N] and mask [N, L]; got {tuple(values.shape)}, {tuple(mask.shape)}"
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            core_algos.place_on_last_token(values, mask)
+
+
 def test_discounted_returns():
     # gamma 0.5, reward 1 on the last of 3 tokens: G2 = 1, G1 = 0 + 0.5 * 1 = 0.5, G0 = 0.5 * 0.5 = 0.25;
     # second row: reward 1 on token 1 of 2, the third column is padding: G = [0.5, 1, 0]
@@ -42,6 +55,26 @@ def test_discounted_returns():
 
 # ---------------------------------------------------------------------------------------------
 # the estimators
+
+
+def test_discounted_returns_of_one_token_rows_and_the_bounds_of_gamma():
+    # one token per row: G = r where the token is masked, 0 where it is not; gamma 1 is allowed
+    rewards, mask = torch.tensor([[3.0], [2.0]]), torch.tensor([[1.0], [0.0]])
+    assert_close(core_algos.discounted_returns(rewards, mask, 1.0), torch.tensor([[3.0], [0.0]]))
+    with pytest.raises(ValueError, match=r"^gamma must be in \(0, 1\], got 1.5$"):
+        core_algos.discounted_returns(rewards, mask, 1.5)
+
+
+def test_masked_whiten_of_two_tokens_and_of_equal_tokens():
+    # [1, 0]: mean 0.5, deviations +-0.5, unbiased var 0.5 / (2 - 1) -> +-0.5 / sqrt(0.5 + 1e-8); the
+    # masked-out 9 is 0
+    values, mask = torch.tensor([[1.0, 9.0, 0.0]]), torch.tensor([[1.0, 0.0, 1.0]])
+    half = 0.5 / math.sqrt(0.5 + 1e-8)
+    assert_close(core_algos.masked_whiten(values, mask), torch.tensor([[half, 0.0, -half]]))
+    # equal tokens have variance 0: they whiten to 0 (eps keeps it from 0 / 0)
+    equal = core_algos.masked_whiten(torch.tensor([[2.0, 2.0, 2.0]]), torch.ones(1, 3))
+    assert torch.equal(equal, torch.zeros(1, 3))
+
 
 # trajectory A: 3 tokens, score 1; trajectory B: 1 token, score 0
 RPP_MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
@@ -80,6 +113,13 @@ def test_reinforce_plus_plus_baseline_centres_on_the_group_then_whitens():
     assert_close(advantages, expected)
 
 
+def test_reinforce_plus_plus_baseline_takes_only_matching_n_by_l_rewards_and_mask():
+    for rewards, mask in [(torch.zeros(3), torch.ones(3)), (torch.zeros(2, 3), torch.ones(2, 2))]:
+        message = f"expected [N, L] token_rewards and mask; got {tuple(rewards.shape)}, {tuple(mask.shape)}"
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            core_algos.compute_reinforce_plus_plus_baseline_advantage(rewards, mask, [0, 0, 0])
+
+
 def test_remax_subtracts_the_greedy_score_from_the_reward_to_go():
     # trajectory 0: rewards -0.1, -0.2 (KL penalties), 0.7 (score 1 less 0.3 KL); to-go 0.4, 0.5, 0.7;
     # its prompt's greedy rollout scored 0.5 -> -0.1, 0, 0.2. trajectory 1: one token, score 0, greedy 0.5
@@ -95,8 +135,41 @@ def test_remax_subtracts_the_greedy_score_from_the_reward_to_go():
 def test_token_advantage_dispatch():
     same = core_algos.compute_token_advantage("reinforce_plus_plus", RPP_REWARDS, RPP_MASK, group_ids=[0, 1])
     assert_close(same, core_algos.compute_reinforce_plus_plus_advantage(RPP_REWARDS, RPP_MASK))
-    with pytest.raises(ValueError, match="token-level advantage estimator 'grpo'"):
+    message = (
+        "unknown token-level advantage estimator 'grpo'; "
+        "choose one of ['reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'remax']"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         core_algos.compute_token_advantage("grpo", RPP_REWARDS, RPP_MASK, group_ids=[0, 1])
+
+
+def test_token_advantage_passes_every_argument_on():
+    # the same numbers as calling each estimator directly with gamma 0.5 (not the default 1, which
+    # gives other numbers), the groups and the greedy baselines
+    rewards, mask = torch.tensor([[0.0, 0.5, 1.0], [0.0, 2.0, 0.0], [1.0, 0.0, 0.0]]), torch.ones(3, 3)
+    mask[2, 1:] = 0
+    groups, baseline = ["g", "g", "h"], torch.tensor([0.5, -1.0, 0.25])
+    cases = {
+        "reinforce_plus_plus": core_algos.compute_reinforce_plus_plus_advantage(rewards, mask, 0.5),
+        "reinforce_plus_plus_baseline": core_algos.compute_reinforce_plus_plus_baseline_advantage(
+            rewards, mask, groups
+        ),
+        "remax": core_algos.compute_remax_advantage(rewards, mask, baseline),
+    }
+    for estimator, expected in cases.items():
+        got = core_algos.compute_token_advantage(
+            estimator, rewards, mask, group_ids=groups, gamma=0.5, baseline_scores=baseline
+        )
+        assert torch.equal(got, expected), estimator
+    assert not torch.equal(
+        cases["reinforce_plus_plus"], core_algos.compute_reinforce_plus_plus_advantage(rewards, mask)
+    )
+    message = "remax needs baseline_scores: the greedy rollout's score of each trajectory's prompt"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        core_algos.compute_token_advantage("remax", rewards, mask, group_ids=groups)
+    message = "baseline_scores must have shape (3,) (one per trajectory), got (2,)"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        core_algos.compute_remax_advantage(rewards, mask, baseline[:2])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,6 +186,19 @@ def test_kl_penalty_in_the_reward_and_the_batch_kl():
     penalised, current_kl = core_algos.apply_kl_penalty(rewards, kl, mask, kl_coef=0.5)
     assert_close(penalised, torch.tensor([[-0.1, 0.8], [0.0, 0.0], [0.0, 0.0]]))
     assert current_kl == pytest.approx(0.65)
+
+
+def test_batch_kl_without_any_token_is_0_and_the_shapes_are_checked():
+    rewards = torch.tensor([[1.0, 2.0]])
+    penalised, current_kl = core_algos.apply_kl_penalty(rewards, torch.ones(1, 2), torch.zeros(1, 2), 0.5)
+    assert current_kl == 0.0 and torch.equal(penalised, rewards)
+    for r, kl, mask in [(torch.zeros(3), torch.zeros(3), torch.ones(3)),
+                        (torch.zeros(2, 3), torch.zeros(2, 2), torch.ones(2, 3)),
+                        (torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(1, 3))]:  # fmt: skip
+        shapes = ", ".join(str(tuple(t.shape)) for t in (r, kl, mask))
+        message = f"expected [N, L] token_rewards, kl and mask; got {shapes}"
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            core_algos.apply_kl_penalty(r, kl, mask, 0.1)
 
 
 def test_adaptive_kl_controller():

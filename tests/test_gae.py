@@ -3,6 +3,7 @@ across Delethink chunk boundaries through TokenLayout, and the invariant that a 
 not change its advantages (Delethink with I = 1 is LongCoT)."""
 
 import math
+import re
 import statistics
 
 import pytest
@@ -105,6 +106,33 @@ def test_gae_rejects_bad_gamma_and_lambda(gamma, lam, message):
         core_algos.compute_gae_advantage_return(x, x, x, gamma, lam)
 
 
+def test_gae_with_lambda_zero_is_one_step_td_and_gamma_one_is_allowed():
+    # lam 0: A_t = delta_t. gamma 0.5, values [0.5, 0.25], reward 1 on the last token:
+    # delta_1 = 1 + 0 - 0.25 = 0.75, delta_0 = 0 + 0.5 * 0.25 - 0.5 = -0.375; returns A + V = [0.125, 1]
+    rewards, values, mask = torch.tensor([[0.0, 1.0]]), torch.tensor([[0.5, 0.25]]), torch.ones(1, 2)
+    advantages, returns = core_algos.compute_gae_advantage_return(rewards, values, mask, 0.5, 0.0)
+    assert_close(returns, torch.tensor([[0.125, 1.0]]))
+    # two tokens whiten to -+0.5 / sqrt(0.5): (x - mean) / unbiased std
+    assert_close(advantages, torch.tensor([[-1.0, 1.0]]) * 0.5 / math.sqrt(0.5 + 1e-8))
+    # gamma 1, one token: delta = 2 - 0.5 = 1.5, return 2; it whitens to 0 (a single token)
+    advantages, returns = core_algos.compute_gae_advantage_return(
+        torch.tensor([[2.0]]), torch.tensor([[0.5]]), torch.ones(1, 1), 1.0, 0.8
+    )
+    assert_close(returns, torch.tensor([[2.0]]))
+    assert_close(advantages, torch.tensor([[0.0]]))
+
+
+def test_gae_refuses_gamma_above_1_and_inputs_that_are_not_matching_n_by_l():
+    x = torch.zeros(2, 3)
+    with pytest.raises(ValueError, match=r"^gamma must be in \(0, 1\], got 1.5$"):
+        core_algos.compute_gae_advantage_return(x, x, x, 1.5, 0.5)
+    for rewards, values, mask in [(x[0], x[0], x[0]), (x, x[:, :2], x[:1])]:
+        shapes = ", ".join(str(tuple(t.shape)) for t in (rewards, values, mask))
+        message = f"expected [N, L] rewards, values and mask; got {shapes}"
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            core_algos.compute_gae_advantage_return(rewards, values, mask, 0.9, 0.5)
+
+
 def test_delethink_chunks_do_not_change_the_advantages_and_one_chunk_is_longcot():
     # the same thinking tokens with the same per-token values as one LongCoT row each: identical
     # advantages and returns, laid out per chunk; with I = 1 (one chunk row per trajectory) the layout
@@ -150,10 +178,25 @@ def test_value_loss_clipping_numbers_and_gradient():
     assert_close(vpreds.grad, torch.tensor([[0.0, 0.0], [0.5 / 3, 0.0]]))
 
 
+def test_a_prediction_inside_the_clip_range_is_not_counted_as_clipped():
+    # vpred 0.625 from old 0.5 moves 0.125 < 0.2: vclipped = vpred, the two errors are the same float
+    # 0.625^2 = 0.390625 -> loss 0.1953125, clip fraction 0
+    vpreds = torch.tensor([[0.625]])
+    out = core_algos.compute_value_loss(
+        vpreds, torch.tensor([[0.5]]), torch.zeros(1, 1), torch.ones(1, 1), 0.2
+    )
+    assert_close(out.loss_mat, torch.tensor([[0.1953125]]))
+    assert float(out.clipfrac) == 0.0
+
+
 def test_value_loss_checks_shapes_and_the_clip_range():
     x = torch.zeros(2, 3)
-    with pytest.raises(ValueError, match="like response_mask"):
-        core_algos.compute_value_loss(x, x[:, :2], x, x, 0.5)
+    message = (
+        "expected shape (2, 3) like response_mask; "
+        "got {'vpreds': (2, 2), 'old_values': (1, 3), 'returns': (3,)}"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        core_algos.compute_value_loss(x[:, :2], x[:1], x[0], x, 0.5)
     with pytest.raises(ValueError, match="cliprange_value must be > 0"):
         core_algos.compute_value_loss(x, x, x, x, 0.0)
 

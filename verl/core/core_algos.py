@@ -39,11 +39,11 @@ def _group_index(scores: Tensor, group_ids: Sequence[Hashable]) -> tuple[Tensor,
         raise ValueError(f"group_ids has {len(group_ids)} entries but scores has {scores.shape[0]}")
     dense: dict[Hashable, int] = {}
     index = [dense.setdefault(g, len(dense)) for g in group_ids]
-    return torch.tensor(index, dtype=torch.long, device=scores.device), len(dense)
+    return scores.new_tensor(index, dtype=torch.long), len(dense)
 
 
 def _group_sums(values: Tensor, index: Tensor, num_groups: int) -> Tensor:
-    return torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add_(0, index, values)
+    return values.new_zeros(num_groups).index_add_(0, index, values)
 
 
 def compute_grpo_outcome_advantage(
@@ -57,7 +57,7 @@ def compute_grpo_outcome_advantage(
     """
     scores = scores.detach().to(torch.promote_types(scores.dtype, torch.float32))
     index, num_groups = _group_index(scores, group_ids)
-    counts = torch.bincount(index, minlength=num_groups).to(scores.dtype)
+    counts = torch.bincount(index)  # every group 0..G-1 has a member: G counts
     centred = scores - (_group_sums(scores, index, num_groups) / counts)[index]
     if norm_adv_by_std:
         variance = _group_sums(centred**2, index, num_groups) / (counts - 1).clamp(min=1)
@@ -69,7 +69,7 @@ def compute_rloo_outcome_advantage(scores: Tensor, group_ids: Sequence[Hashable]
     """score - mean score of the OTHER members of its group (leave-one-out baseline); size-1 group -> 0."""
     scores = scores.detach().to(torch.promote_types(scores.dtype, torch.float32))
     index, num_groups = _group_index(scores, group_ids)
-    counts = torch.bincount(index, minlength=num_groups).to(scores.dtype)[index]
+    counts = torch.bincount(index)[index]
     others_mean = (_group_sums(scores, index, num_groups)[index] - scores) / (counts - 1).clamp(min=1)
     return torch.where(counts > 1, scores - others_mean, torch.zeros_like(scores))
 
@@ -87,10 +87,8 @@ def compute_outcome_advantage(
 def zero_std_ratio(scores: Tensor, group_ids: Sequence[Hashable]) -> float:
     """Share of groups whose members all scored the same: they get advantage 0 and teach nothing."""
     index, num_groups = _group_index(scores, group_ids)
-    lowest = torch.full((num_groups,), float("inf"), dtype=scores.dtype, device=scores.device)
-    lowest = lowest.scatter_reduce(0, index, scores, "amin")
-    highest = torch.full((num_groups,), float("-inf"), dtype=scores.dtype, device=scores.device)
-    highest = highest.scatter_reduce(0, index, scores, "amax")
+    lowest = scores.new_full((num_groups,), torch.inf).scatter_reduce(0, index, scores, "amin")
+    highest = scores.new_full((num_groups,), -torch.inf).scatter_reduce(0, index, scores, "amax")
     return float((lowest == highest).to(torch.float32).mean())
 
 
@@ -107,11 +105,8 @@ def place_on_last_token(values: Tensor, mask: Tensor) -> Tensor:
             f"expected values [N] and mask [N, L]; got {tuple(values.shape)}, {tuple(mask.shape)}"
         )
     positions = torch.arange(1, mask.shape[1] + 1, device=mask.device)
-    last = (mask.bool() * positions).amax(dim=-1) - 1  # -1: no masked token, nothing to place
-    out = torch.zeros(mask.shape, dtype=values.dtype, device=values.device)
-    has = (last >= 0).nonzero().flatten()
-    out[has, last[has]] = values[has]
-    return out
+    last = (mask.bool() * positions).amax(dim=-1, keepdim=True)  # 0: no masked token, nothing to place
+    return torch.where(positions == last, values[:, None], 0)
 
 
 def discounted_returns(token_rewards: Tensor, mask: Tensor, gamma: float) -> Tensor:
@@ -152,10 +147,14 @@ def compute_reinforce_plus_plus_baseline_advantage(
     As in verl, a group of one has baseline 0 (it keeps its own score): the batch whitening is then its
     only baseline, so the estimator also works with one sample per prompt.
     """
+    if token_rewards.shape != mask.shape or mask.dim() != 2:
+        raise ValueError(
+            f"expected [N, L] token_rewards and mask; got {tuple(token_rewards.shape)}, {tuple(mask.shape)}"
+        )
     sums = (token_rewards * mask.to(token_rewards.dtype)).sum(dim=-1)
     index, num_groups = _group_index(sums, group_ids)
-    counts = torch.bincount(index, minlength=num_groups).to(sums.dtype)
-    means = torch.where(counts > 1, _group_sums(sums, index, num_groups) / counts, torch.zeros_like(counts))
+    counts = torch.bincount(index)
+    means = torch.where(counts > 1, _group_sums(sums, index, num_groups) / counts, 0.0)
     centred = (sums - means[index])[:, None] * mask.to(sums.dtype)
     return masked_whiten(centred, mask)
 
@@ -236,6 +235,11 @@ def compute_token_advantage(
 def apply_kl_penalty(token_rewards: Tensor, kl: Tensor, mask: Tensor, kl_coef: float) -> tuple[Tensor, float]:
     """(token_rewards - kl_coef * kl on masked tokens, the batch's KL): the KL is each trajectory's mean
     per-token KL, averaged over the trajectories that have masked tokens."""
+    if not token_rewards.shape == kl.shape == mask.shape or mask.dim() != 2:
+        raise ValueError(
+            f"expected [N, L] token_rewards, kl and mask; got {tuple(token_rewards.shape)}, "
+            f"{tuple(kl.shape)}, {tuple(mask.shape)}"
+        )
     mask = mask.to(token_rewards.dtype)
     kl = kl * mask
     has_tokens = mask.sum(dim=-1) > 0
@@ -489,7 +493,7 @@ def kl_penalty(log_prob: Tensor, ref_log_prob: Tensor, kl_type: str) -> Tensor:
     """Per-token estimate of KL(policy || reference) from log-probs of the sampled tokens.
 
     kl: k1 = lp - ref (unbiased, high variance); abs: |lp - ref|; mse: 0.5 * (lp - ref)^2;
-    low_var_kl: k3 = exp(ref - lp) - (ref - lp) - 1 (unbiased, never negative), clamped to [-10, 10].
+    low_var_kl: k3 = exp(ref - lp) - (ref - lp) - 1 (unbiased, never negative), capped at 10.
     """
     diff = log_prob - ref_log_prob
     if kl_type == "kl":
@@ -499,6 +503,7 @@ def kl_penalty(log_prob: Tensor, ref_log_prob: Tensor, kl_type: str) -> Tensor:
     if kl_type == "mse":
         return 0.5 * diff.square()
     if kl_type == "low_var_kl":
-        ref_minus_lp = (-diff).clamp(-MAX_LOG_RATIO, MAX_LOG_RATIO)
-        return (torch.exp(ref_minus_lp) - ref_minus_lp - 1).clamp(-10.0, 10.0)
+        # below -MAX_LOG_RATIO k3 is past the cap anyway; above it exp() would overflow
+        ref_minus_lp = (-diff).clamp(max=MAX_LOG_RATIO)
+        return (torch.exp(ref_minus_lp) - ref_minus_lp - 1).clamp(max=10.0)
     raise ValueError(f"unknown kl_type {kl_type!r}; choose one of {KL_PENALTY_TYPES}")
