@@ -29,10 +29,11 @@ import os
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-from transformers import AutoConfig, AutoTokenizer
+from tokenizers import Tokenizer
 
 from verl.data import shift_register
 from verl.eval.paired import Scores, accuracy, fmt, paired_gain, paired_ratio, problem_scores
@@ -255,10 +256,15 @@ def run_flops(run_dirs: dict[str, Path], chunk: int, carry: int) -> dict[str, fl
     """Each RL run's estimated FLOPs over every logged training trajectory (verl/tools/cost_model.py:
     generation + 3x forward), with the model shape and tokenizer of the newest checkpoint."""
     hf_dir = sorted(next(iter(run_dirs.values())).glob("global_step_*/actor/huggingface"))[-1]
-    dims = qwen2_dims(AutoConfig.from_pretrained(hf_dir))
-    tokenizer = AutoTokenizer.from_pretrained(hf_dir)
+    # the checkpoint's files read directly: transformers' Auto classes would import torch, seconds a report
+    dims = qwen2_dims(SimpleNamespace(**json.loads((hf_dir / "config.json").read_text())))
+    tokenizer = Tokenizer.from_file(str(hf_dir / "tokenizer.json"))
+
+    def count_tokens(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
     return {
-        mode: logged_run_flops(d, dims, tokenizer, (chunk, carry) if mode == "delethink" else None)
+        mode: logged_run_flops(d, dims, count_tokens, (chunk, carry) if mode == "delethink" else None)
         for mode, d in run_dirs.items()
     }
 

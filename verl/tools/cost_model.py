@@ -40,6 +40,7 @@ environments, which is exactly what the points above say is not true.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -195,15 +196,17 @@ def qwen2_dims(hf_config, bytes_per_value: int = 4) -> ModelDims:
     )
 
 
-def logged_run_flops(run_dir: Path, dims: ModelDims, tokenizer, delethink: tuple[int, int] | None) -> float:
+def logged_run_flops(
+    run_dir: Path, dims: ModelDims, count_tokens: Callable[[str], int], delethink: tuple[int, int] | None
+) -> float:
     """Generation + training FLOPs of every trajectory a run logged in run_dir/rollouts/ (validation not
-    counted). delethink = (C, m), or None for LongCoT."""
+    counted), its question's length by `count_tokens`. delethink = (C, m), or None for LongCoT."""
     total, question_len = 0.0, {}
     for path in sorted((Path(run_dir) / "rollouts").glob("step_*[0-9].jsonl")):
         for row in read_jsonl(path):
             prompt = row["prompt"]
             if prompt not in question_len:
-                question_len[prompt] = len(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+                question_len[prompt] = count_tokens(prompt)
             q, thinking = question_len[prompt], row["thinking_tokens"]
             cost = (
                 longcot_cost(dims, q, thinking)
