@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from verl.core import core_algos
+from verl.core import core_algos, names
 from verl.core.core_algos import (
     LOSS_AGG_MODES,
     agg_loss,
@@ -235,7 +235,7 @@ def test_agg_loss_at_one_token_and_a_trace_length_of_one():
         agg_loss(loss, mask, TRAJECTORY_MEAN, trace_lengths=torch.tensor([0, 0]))
 
 
-TRAJECTORY_MEAN = core_algos.TRAJECTORY_MEAN_MODE
+TRAJECTORY_MEAN = names.TRAJECTORY_MEAN_MODE
 
 
 @pytest.mark.parametrize(
