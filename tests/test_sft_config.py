@@ -111,11 +111,11 @@ def test_the_rules_between_sections_and_the_paths(tmp_path):
     (tmp_path / "out" / "x").write_text("")
     config = SFTConfig(
         model=ModelConfig(path=str(tmp_path / "init")), output_dir=str(tmp_path / "out"), force=False,
-        num_threads=0, task=TaskConfig(), train=dataclasses.replace(TRAIN, stop_at_accuracy=0.4),
+        num_threads=-1, task=TaskConfig(), train=dataclasses.replace(TRAIN, stop_at_accuracy=0.4),
         eval=EvalConfig(num_problems=0, min_size=4, max_size=40, max_new_tokens=96),
     )  # fmt: skip
     assert config.problems(MAX_SIZE) == [
-        "num_threads=0: must be >= 1",
+        "num_threads=-1: must be >= 0",
         "train.stop_at_accuracy=0.4 needs held-out problems: eval.num_problems=0 must be > 0 (or set "
         "train.stop_at_accuracy=null)",
         "eval.min_size=4, eval.max_size=40: need 1 <= min_size <= max_size <= 26 (running_sum)",

@@ -333,7 +333,7 @@ class SFTConfig:
             *broken(self.fsdp, "fsdp", [
                 ("optimizer_offload", lambda v: not v, "not supported by main_sft; set it to false"),
             ]),
-            *broken(self, "", at_least(1, "num_threads")),
+            *broken(self, "", at_least(0, "num_threads")),
             *self._between_sections(task_max_size),
             *self._output_dir_problems(),
         ]  # fmt: skip

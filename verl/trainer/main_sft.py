@@ -285,7 +285,8 @@ def run(config: SFTConfig) -> dict[str, dict[str, float]]:
 
 
 def _run(config: SFTConfig, ranks: Ranks) -> dict[str, dict[str, float]]:
-    torch.set_num_threads(config.num_threads)
+    if config.num_threads:  # 0: torch's default, which OMP_NUM_THREADS sets (a share of a shared machine)
+        torch.set_num_threads(config.num_threads)
     torch.manual_seed(config.train.seed)
     hf_logging.disable_progress_bar()  # one tqdm bar (training) is enough
     log = tqdm.write if ranks.main else lambda _: None
