@@ -46,10 +46,12 @@ def test_train_rules():
 
 def test_trainer_rules():
     assert TrainerConfig().problems("trainer") == []
-    assert TrainerConfig(logger=["console", "tb"], save_freq=-1, resume_mode="path").problems("trainer") == [
+    bad = TrainerConfig(logger=["console", "tb"], save_freq=-1, resume_mode="path", device="gpu")
+    assert bad.problems("trainer") == [
         "trainer.logger: 'tb' is not one of console, jsonl, wandb",
         "trainer.save_freq=-1: must be >= 0",
         "trainer.resume_mode='path': must be auto or disable",
+        "trainer.device='gpu': must be one of ['cpu', 'cuda', 'auto']",
         # -1 is not 0: a checkpoint directory is asked for, as before the rule moved here
         "trainer.default_local_dir=null: trainer.save_freq > 0 and the jsonl and wandb loggers write there; "
         "set it",

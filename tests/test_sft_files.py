@@ -41,7 +41,7 @@ from verl.trainer.sft import batches
 from verl.trainer.sft.continuation import delethink_cuts
 from verl.trainer.sft.demo_rows import math_row, write_rows
 from verl.trainer.sft.files import Example, load_examples, training_example
-from verl.trainer.sft.parallel import SINGLE
+from verl.trainer.sft.parallel import SINGLE, init_ranks, local_gpu
 from verl.utils.checkpoint import ResumeError
 from verl.utils.fs import read_jsonl
 
@@ -282,6 +282,7 @@ def test_two_ranks_take_the_steps_of_one_process(files, tmp_path, keep_threads):
         f"data.val_files=[{files / 'val.jsonl'}]", "train.steps=4", "train.batch_size=4", "train.lr=3e-3",
         "train.warmup_steps=0", "num_threads=1", "data.max_length=1024", "trainer.logger=[jsonl]",
         "trainer.test_freq=2", "data.continuation.prob=0.5", *CONTINUATION,
+        "trainer.device=cpu",  # the files' default, auto, takes a GPU per rank where there is one
     ]  # fmt: skip
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         one = [f"output_dir={tmp_path / 'one'}", f"trainer.default_local_dir={tmp_path / 'one_run'}"]
@@ -310,6 +311,25 @@ def test_two_ranks_take_the_steps_of_one_process(files, tmp_path, keep_threads):
     initial = load_file(files / "init" / "model.safetensors")
     assert_same_adam_steps(second, first, lr=3e-3, steps=4)  # train.lr, train.steps
     assert not torch.allclose(first["model.norm.weight"], initial["model.norm.weight"], atol=1e-3)
+
+
+def test_a_rank_takes_the_gpu_of_its_local_rank_and_a_node_short_of_gpus_is_refused_on_every_rank():
+    assert local_gpu({"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, gpus=2, device="auto") == 1
+    assert local_gpu({}, gpus=1, device="cuda") == 0  # torchrun without the variables: one rank
+    for local_rank in ("0", "1"):  # rank 0 too: it would wait for rank 1 in the process group
+        with pytest.raises(ConfigError) as error:
+            local_gpu({"LOCAL_RANK": local_rank, "LOCAL_WORLD_SIZE": "2"}, gpus=1, device="auto")
+        assert str(error.value) == (
+            "trainer.device=auto: torchrun starts 2 ranks on this node and torch sees 1 GPU(s); use "
+            "--nproc_per_node=1 or trainer.device=cpu"
+        )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="asks for CUDA where there is none")
+def test_asking_for_cuda_without_a_gpu_stops_before_the_model_loads():
+    assert init_ranks("auto") == SINGLE and init_ranks("cpu") == SINGLE
+    with pytest.raises(ConfigError, match=r"^trainer.device=cuda: torch sees no CUDA device here"):
+        init_ranks("cuda")
 
 
 def test_the_task_source_resumes_to_the_same_weights_too(files, tmp_path, keep_threads):

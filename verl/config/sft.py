@@ -35,6 +35,7 @@ DATA_SOURCES = ("task", "files")
 FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}  # file suffix -> datasets builder
 TRUNCATION = ("error", "right")
 SFT_RESUME_MODES = ("auto", "disable")
+SFT_DEVICES = ("cpu", "cuda", "auto")
 
 
 @dataclass
@@ -99,6 +100,7 @@ class TrainerConfig:
     save_freq: int = 0  # steps between checkpoints (and at the end) in default_local_dir; 0: none
     resume_mode: str = "auto"  # auto: from the newest complete checkpoint in default_local_dir | disable
     overwrite: bool = False  # with resume_mode=disable: move a previous run in default_local_dir aside
+    device: str = "cpu"  # cpu | cuda | auto: cuda where torch sees a GPU, else cpu
 
     @property
     def run_dir(self) -> Path | None:
@@ -120,6 +122,7 @@ class TrainerConfig:
         return loggers + broken(self, key, [
             *non_negative("test_freq", "save_freq"),
             ("resume_mode", lambda v: v in SFT_RESUME_MODES, f"must be {' or '.join(SFT_RESUME_MODES)}"),
+            one_of("device", SFT_DEVICES),
         ]) + run_dir  # fmt: skip
 
 

@@ -274,7 +274,7 @@ class SFTRun:
 
 def run(config: SFTConfig) -> dict[str, dict[str, float]]:
     """Train, evaluate, save; one process, or one rank of a torchrun group."""
-    ranks = init_ranks(gpu_if_any=config.from_files)
+    ranks = init_ranks(config.trainer.device)
     try:
         result = _run(config, ranks)
     except BaseException:

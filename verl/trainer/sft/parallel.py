@@ -1,8 +1,8 @@
 """Data parallel SFT over the RL worker's FSDP2 code: `torchrun --nproc_per_node=N -m verl.trainer.main_sft`.
 
 Without torchrun's RANK / WORLD_SIZE the trainer is one plain process and the model is not sharded
-(float32; on a GPU when there is one and the data are files: the synthetic task stays on the CPU it
-was tuned on). Under torchrun, with any N (1 included, for the `fsdp` mixed precision on one GPU),
+(float32, on `trainer.device`: files default to a GPU where there is one, the synthetic task to the CPU
+it was tuned on). Under torchrun, with any N (1 included, for the `fsdp` mixed precision on one GPU),
 every rank holds an FSDP2 shard (`fsdp_workers.shard_model`), trains on its token-balanced
 share of each batch (`micro_batching.balance_rows_across_ranks`), and divides its loss by the target
 tokens of the whole batch over all ranks; the gradients are summed over ranks (as the actor does), so
@@ -12,6 +12,7 @@ N ranks take the step one process takes on the whole batch.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -26,7 +27,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.fsdp import FSDPModule
 from transformers import PreTrainedModel
 
-from verl.config import FSDPConfig
+from verl.config import ConfigError, FSDPConfig
 from verl.single_controller.fsdp_workers import shard_model
 
 T = TypeVar("T")
@@ -49,17 +50,32 @@ class Ranks:
 SINGLE = Ranks(0, 1, torch.device("cpu"))  # one plain process
 
 
-def init_ranks(gpu_if_any: bool) -> Ranks:
-    """One process, or the process group torchrun describes (gloo on CPU, nccl on GPU)."""
-    on_gpu = torch.cuda.is_available()
+def init_ranks(device: str) -> Ranks:
+    """One process, or the process group torchrun describes (gloo on CPU, nccl on GPU); `device` is
+    trainer.device (cpu | cuda | auto)."""
+    on_gpu = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    if on_gpu and not torch.cuda.is_available():
+        raise ConfigError("trainer.device=cuda: torch sees no CUDA device here; set trainer.device=cpu or auto")
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        return Ranks(0, 1, torch.device("cuda")) if on_gpu and gpu_if_any else SINGLE
+        return Ranks(0, 1, torch.device("cuda")) if on_gpu else SINGLE
     if on_gpu:
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(local_gpu(os.environ, torch.cuda.device_count(), device))
     if not dist.is_initialized():
         dist.init_process_group("nccl" if on_gpu else "gloo")
-    device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
-    return Ranks(dist.get_rank(), dist.get_world_size(), device, sharded=True)
+    here = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+    return Ranks(dist.get_rank(), dist.get_world_size(), here, sharded=True)
+
+
+def local_gpu(env: Mapping[str, str], gpus: int, device: str) -> int:
+    """This torchrun rank's GPU: its LOCAL_RANK, when the node has a GPU for each of its ranks. Every rank
+    checks the node's rank count (LOCAL_WORLD_SIZE), so all of them stop with the same line."""
+    ranks_here = int(env.get("LOCAL_WORLD_SIZE", 1))
+    if ranks_here > gpus:
+        raise ConfigError(
+            f"trainer.device={device}: torchrun starts {ranks_here} ranks on this node and torch sees "
+            f"{gpus} GPU(s); use --nproc_per_node={gpus} or trainer.device=cpu"
+        )
+    return int(env.get("LOCAL_RANK", 0))
 
 
 def prepare_model(model: PreTrainedModel, ranks: Ranks, fsdp: FSDPConfig) -> PreTrainedModel:
