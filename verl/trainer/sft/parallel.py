@@ -55,7 +55,7 @@ def init_ranks(device: str) -> Ranks:
     trainer.device (cpu | cuda | auto)."""
     on_gpu = device == "cuda" or (device == "auto" and torch.cuda.is_available())
     if on_gpu and not torch.cuda.is_available():
-        raise ConfigError("trainer.device=cuda: torch sees no CUDA device here; set trainer.device=cpu or auto")
+        raise ConfigError("trainer.device=cuda: torch sees no CUDA device here; set it to cpu or auto")
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         return Ranks(0, 1, torch.device("cuda")) if on_gpu else SINGLE
     if on_gpu:
