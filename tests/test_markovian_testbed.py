@@ -683,3 +683,31 @@ def test_failure_start_names_where_a_sample_first_leaves_its_reference(tmp_path)
     assert f"| {starts[1]} | 1.000 (1) | 0.143 (1) |" in table  # 7 Delethink samples at B, 1 LongCoT
     assert "| none: solved | 0.000 (0) | 0.143 (1) |" in table
     assert report.failure_starts_section(tmp_path / "none", 256) == []
+
+
+def test_eval_runs_splits_its_arguments_at_each_double_dash():
+    eval_runs = load("eval_runs")
+    assert eval_runs.split_runs(["--", "a=1", "b=2", "--", "c=3"]) == [["a=1", "b=2"], ["c=3"]]
+    for argv, problem in (([], "each run starts with `--`"), (["a=1"], "each run starts with `--`"),
+                          (["--", "a=1", "--"], "a `--` with no overrides")):  # fmt: skip
+        with pytest.raises(eval_runs.ConfigError, match=problem):
+            eval_runs.split_runs(argv)
+
+
+def test_eval_runs_checks_every_run_before_the_first_starts(tiny_assets, tmp_path):
+    good = [f"model_path={tiny_assets / 'model'}", f"data_files=[{tiny_assets / 'data' / 'val.jsonl'}]",
+            f"output_dir={tmp_path / 'first'}", "longcot.budgets=[8]"]  # fmt: skip
+    for second, line in (
+        (["longcot.budgets=[0]"], "config error: run 2 of 2: longcot.budgets"),
+        (["longcot.budgts=[8]"], "config error: run 2 of 2: longcot.budgts: unknown key; did you mean"),
+        (
+            ["mode=longcot=x"],
+            "config error: run 2 of 2: 'mode=longcot=x': mismatched input",
+        ),  # Hydra's grammar
+    ):
+        result = subprocess.run(
+            [sys.executable, str(RECIPE / "eval_runs.py"), "--", *good, "--", *good[:2], *second],
+            capture_output=True, text=True, timeout=HANG_S, cwd=REPO,
+        )  # fmt: skip
+        assert result.returncode == 2 and result.stderr.startswith(line), (second, result.stderr)
+        assert result.stderr.count("\n") == 1 and not (tmp_path / "first").exists()

@@ -6,7 +6,8 @@
 #      the run here (warm_start.py), before RL
 #   2. LongCoT-RL (budget B) and Delethink-RL (C = B/4, m = C/2, I so that the budget is B) from that
 #      checkpoint, same seed, same prompts, same samples per prompt
-#   3. main_eval: the warm start (both inference modes) and both RL checkpoints on held-out problems at B,
+#   3. main_eval runs, in one process: the warm start (both inference modes) and both RL checkpoints on
+#      held-out problems at B,
 #      every run sampling problem p's sample j with the same seed, so gains pair by problem; budget sweeps
 #      B..4B of both RL checkpoints on problems of the trained sizes and longer than B (not at the demo
 #      size, sizes.sh says why); time_rollouts.py:
@@ -152,10 +153,15 @@ done
 stop_after rl
 
 echo "== 3/4 evaluation"
-evaluate() {  # evaluate NAME MODEL MODE DATA SAMPLES [overrides...]: one main_eval call into $OUT/eval/NAME
+queued=()
+evaluate() {  # evaluate NAME MODEL MODE DATA SAMPLES [overrides...]: queue a main_eval run into $OUT/eval/NAME
   if needed "$OUT/eval/$1/summary.json"; then
-    testbed_eval "$OUT/eval/$1" "$2" "$3" "$4" "$5" "${@:6}"
+    queued+=(${queued[@]+--} "$OUT/eval/$1" "${@:2}")
   fi
+}
+run_queued() {  # the queued runs, in one process
+  if ((${#queued[@]})); then testbed_eval "${queued[@]}"; fi
+  queued=()
 }
 final=global_step_${STEPS}
 # at B on the held-out problems: the warm start in both inference modes (the Markovian-ness probe), then
@@ -164,6 +170,7 @@ heldout=$OUT/heldout/eval.jsonl
 evaluate heldout_sft "$OUT/sft" probe "$heldout" "$HELDOUT_N" delethink.max_chunks=[$I]
 evaluate heldout_longcot_rl "$OUT/longcot/$final" longcot "$heldout" "$HELDOUT_N" longcot.budgets=[$B]
 evaluate heldout_delethink_rl "$OUT/delethink/$final" delethink "$heldout" "$HELDOUT_N" delethink.max_chunks=[$I]
+run_queued
 stop_after heldout
 # budgets B, 1.5B, 2B, 3B, 4B (up to SWEEP_TO x B): LongCoT by length, Delethink by chunks (each adds
 # C - m = C/2 tokens)
@@ -174,6 +181,7 @@ if ((SWEEPS)); then
   evaluate longcot_rl "$OUT/longcot/$final" longcot "$OUT/data/eval.jsonl" "$EVAL_N" longcot.budgets=[$lc_budgets]
   evaluate delethink_rl "$OUT/delethink/$final" delethink "$OUT/data/eval.jsonl" "$EVAL_N" \
     delethink.max_chunks=[$dt_chunks]
+  run_queued
 fi
 # rollout and update of one RL-step-sized batch at budgets B, 2B, 4B, 6B, 8B (up to TIMING_TO x B), both
 # models alternating in one process, end-of-sequence ignored so every sample writes its whole budget: the

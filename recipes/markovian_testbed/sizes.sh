@@ -1,4 +1,4 @@
-# The testbed's sizes and its main_eval call, sourced by run.sh and lora_vs_full.sh so that both read the
+# The testbed's sizes and its main_eval runs, sourced by run.sh and lora_vs_full.sh so that both read the
 # same B, Delethink shape and RL batch (README.md next to this file says why each number is what it is).
 # Needs SIZE (full, demo or smoke) and PYTHON; sets the variables below and defines testbed_eval.
 # SIZE_SETTINGS holds the size's NAME=VALUE words: run.sh records them in each output directory's
@@ -57,11 +57,16 @@ MIN_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinkin
 MAX_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(s($B))")
 CONT_MAX_STEPS=$("$PYTHON" -c "from verl.data.shift_register import steps_for_thinking_tokens as s; print(s(4 * $B))")
 
-testbed_eval() {  # testbed_eval OUT_DIR MODEL MODE DATA SAMPLES [overrides...]: one main_eval call, T = 1
-  local out=$1 model=$2 mode=$3 data=$4 samples=$5
-  shift 5
-  "$PYTHON" -m verl.trainer.main_eval model_path="$model" mode="$mode" data_files=["$data"] \
-    output_dir="$out" sampling.n="$samples" sampling.temperature=1.0 pass_k=[1] \
-    max_prompt_length=$((C + 32)) delethink.chunk_size=$C delethink.keep_head=$HEAD \
-    delethink.keep_tail=$TAIL "$@"
+testbed_eval() {  # testbed_eval RUN [-- RUN ...]: main_eval runs at T = 1 in one process (eval_runs.py),
+  # each RUN being OUT_DIR MODEL MODE DATA SAMPLES [overrides...]
+  local runs=() run=()
+  while (($#)); do
+    run=()
+    while (($#)) && [[ $1 != -- ]]; do run+=("$1"); shift; done
+    (($#)) && shift
+    runs+=(-- model_path="${run[1]}" mode="${run[2]}" data_files=["${run[3]}"] output_dir="${run[0]}"
+      sampling.n="${run[4]}" sampling.temperature=1.0 pass_k=[1] max_prompt_length=$((C + 32))
+      delethink.chunk_size=$C delethink.keep_head=$HEAD delethink.keep_tail=$TAIL "${run[@]:5}")
+  done
+  "$PYTHON" recipes/markovian_testbed/eval_runs.py "${runs[@]}"
 }
