@@ -17,9 +17,9 @@ from hydra.errors import HydraException, OverrideParseException
 
 from verl.config import ConfigError
 from verl.config.load import compose_config
-from verl.data.rl_dataset import DataError
 from verl.eval.config import EvalConfig, load_eval_config
 from verl.trainer.cli_keys import unknown_key_errors
+from verl.trainer.main_eval import exit_2_on_input_errors
 
 
 def split_runs(argv: list[str]) -> list[list[str]]:
@@ -67,18 +67,12 @@ def unparsable(overrides: list[str]) -> str | None:
 
 
 def main(argv: list[str]) -> None:
-    try:
+    with exit_2_on_input_errors():
         configs = load_runs(split_runs(argv))
         from verl.eval.evaluate import evaluate  # torch and transformers: only for good configs
 
         for config in configs:
             evaluate(config)
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except DataError as e:
-        print(f"data error: {e}", file=sys.stderr)
-        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ data file or row stops with a line naming it and exit code 2.
 Every key is documented in config/eval.yaml.
 """
 
+import contextlib
 import sys
+from collections.abc import Iterator
 
 import hydra
 from omegaconf import DictConfig
@@ -19,19 +21,26 @@ from verl.eval.config import EvalConfig, load_eval_config
 from verl.trainer.cli_keys import exit_on_unknown_keys
 
 
-@hydra.main(config_path="config", config_name="eval", version_base="1.3")
-def main(cfg: DictConfig) -> None:
+@contextlib.contextmanager
+def exit_2_on_input_errors() -> Iterator[None]:
+    """A bad config or data file ends the process with one line naming it and exit code 2."""
     try:
-        config = load_eval_config(cfg)
-        from verl.eval.evaluate import evaluate  # imports torch and transformers: only for a good config
-
-        evaluate(config)
+        yield
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         sys.exit(2)
     except DataError as e:
         print(f"data error: {e}", file=sys.stderr)
         sys.exit(2)
+
+
+@hydra.main(config_path="config", config_name="eval", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    with exit_2_on_input_errors():
+        config = load_eval_config(cfg)
+        from verl.eval.evaluate import evaluate  # imports torch and transformers: only for a good config
+
+        evaluate(config)
 
 
 if __name__ == "__main__":
