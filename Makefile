@@ -41,12 +41,14 @@ demo-figure: demo
 # Then the tests that compare two computations of the same numbers (marker compares_runs, in the files
 # that use it) again on torch's plain kernels (ATEN_CPU_CAPABILITY=default): a tolerance that holds on
 # this CPU's vector kernels only fails here as well (tests/tolerances.py).
+# Bytecode is written (PYTHONDONTWRITEBYTECODE unset, where a machine sets it): otherwise every pytest
+# worker rewrites and compiles each test module again, and every process a test starts its helpers.
 TEST_WORKERS ?= 2
 COMPARISONS = $(shell grep -l compares_runs tests/test_*.py)
+PYTEST = env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=10 tests
-	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal \
-		-m compares_runs $(COMPARISONS)
+	$(PYTEST) --durations=10 tests
+	ATEN_CPU_CAPABILITY=default $(PYTEST) -m compares_runs $(COMPARISONS)
 
 # Mutation testing of verl/core/, checkpoint retention and the Delethink agent loop with their fast tests
 # (pyproject.toml [tool.mutmut]; benchmarks/README.md): one worker, module by module; 2,342 mutants in

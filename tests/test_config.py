@@ -415,12 +415,13 @@ def test_eval_resolver_in_an_interpolation():
 
 
 def test_checking_a_config_imports_no_torch():
-    """The trainer's and the evaluator's entry points import their config checks without torch (verl/core/
-    names.py holds the names they check against), so a typo or a bad value is answered in about a second,
-    not after torch's import."""
-    probe = "import sys, verl.trainer.main_policy_iteration, verl.trainer.main_eval; print(*sys.modules)"
+    """The trainer's, the evaluator's and SFT's entry points import their config checks without torch
+    (verl/core/names.py and verl/data/generated_tasks.py hold the names and sizes they check against),
+    so a typo or a bad value is answered in about a second, not after torch's import."""
+    entry_points = "verl.trainer.main_policy_iteration, verl.trainer.main_eval, verl.trainer.main_sft"
+    probe = f"import sys, {entry_points}; print(*sys.modules)"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=HANG_S)
     assert result.returncode == 0, result.stderr[-3000:]
     loaded = set(result.stdout.split())
-    assert {"verl.config", "verl.eval.config"} <= loaded  # the checks are there
+    assert {"verl.config", "verl.eval.config", "verl.config.sft", "verl.data.generated_tasks"} <= loaded
     assert not {"torch", "transformers"} & loaded

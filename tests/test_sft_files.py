@@ -42,6 +42,7 @@ from verl.trainer.sft.continuation import delethink_cuts
 from verl.trainer.sft.demo_rows import math_row, write_rows
 from verl.trainer.sft.files import Example, load_examples, training_example
 from verl.trainer.sft.parallel import SINGLE, init_ranks, local_gpu
+from verl.trainer.sft.run import run as run_sft
 from verl.utils.checkpoint import ResumeError
 from verl.utils.fs import read_jsonl
 
@@ -92,7 +93,7 @@ def resume_from_checkpoint(config, step_dir, tmp_path):
     shutil.copytree(step_dir, resumed / step_dir.name)
     (resumed / "latest_checkpointed_iteration.txt").write_text(f"{step_dir.name.split('_')[-1]}\n")
     trainer = dataclasses.replace(config.trainer, default_local_dir=str(resumed))
-    main_sft.run(dataclasses.replace(config, output_dir=str(tmp_path / "out2"), trainer=trainer))
+    run_sft(dataclasses.replace(config, output_dir=str(tmp_path / "out2"), trainer=trainer))
     return trainer
 
 
@@ -139,7 +140,7 @@ def test_jsonl_run_logs_validation_saves_a_loadable_model_and_resumes_to_the_sam
         files, f"output_dir={tmp_path / 'out'}", f"trainer.default_local_dir={run}", "trainer.test_freq=3",
         "trainer.save_freq=3", "trainer.logger=[jsonl]", "data.continuation.prob=0.5", *CONTINUATION,
     )  # fmt: skip
-    main_sft.run(config)
+    run_sft(config)
     metrics = read_jsonl(run / "metrics.jsonl")
     losses = [m["train/loss"] for m in metrics]
     assert [m["step"] for m in metrics] == list(range(1, 7))
@@ -167,7 +168,7 @@ def test_jsonl_run_logs_validation_saves_a_loadable_model_and_resumes_to_the_sam
     # a resume must be the same run: a key that defines it may not change
     other_lr = dataclasses.replace(config.train, lr=1e-3)
     with pytest.raises(ResumeError, match=r"differ from its saved config:\n  train.lr: 0.003 -> 0.001\n"):
-        main_sft.run(dataclasses.replace(config, trainer=trainer, train=other_lr))
+        run_sft(dataclasses.replace(config, trainer=trainer, train=other_lr))
 
 
 def bad(tmp_path: Path, rows: list[dict], **data) -> str:
@@ -286,7 +287,7 @@ def test_two_ranks_take_the_steps_of_one_process(files, tmp_path, keep_threads):
     ]  # fmt: skip
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         one = [f"output_dir={tmp_path / 'one'}", f"trainer.default_local_dir={tmp_path / 'one_run'}"]
-        main_sft.run(main_sft.load_sft_config(compose(config_name="sft", overrides=common + one)))
+        run_sft(main_sft.load_sft_config(compose(config_name="sft", overrides=common + one)))
     # two FSDP2 ranks (gloo), cut differently: a token budget per forward, packed rows
     two = [f"output_dir={tmp_path / 'two'}", f"trainer.default_local_dir={tmp_path / 'two_run'}",
            "train.max_tokens_per_micro_batch=300", "train.use_remove_padding=true"]  # fmt: skip
@@ -347,11 +348,11 @@ def test_the_task_source_resumes_to_the_same_weights_too(files, tmp_path, keep_t
             )
         return main_sft.load_sft_config(cfg)
 
-    main_sft.run(config("whole"))
+    run_sft(config("whole"))
     (tmp_path / "resumed_run").mkdir()
     shutil.copytree(tmp_path / "whole_run" / "global_step_2", tmp_path / "resumed_run" / "global_step_2")
     (tmp_path / "resumed_run" / "latest_checkpointed_iteration.txt").write_text("2\n")
-    main_sft.run(config("resumed"))
+    run_sft(config("resumed"))
     first, second = (load_file(tmp_path / out / "model.safetensors") for out in ("whole", "resumed"))
     assert all(torch.equal(first[k], second[k]) for k in first)
     metrics = [json.loads((tmp_path / out / "sft_metrics.json").read_text()) for out in ("whole", "resumed")]
@@ -383,7 +384,7 @@ def test_lora_sft_trains_adapters_exports_merged_and_resumes_to_the_same_adapter
         files, *SFT_LORA, f"output_dir={tmp_path / 'out'}", f"trainer.default_local_dir={run}",
         "trainer.save_freq=2",
     )  # fmt: skip
-    main_sft.run(config)
+    run_sft(config)
     out = tmp_path / "out"
     merged = AutoModelForCausalLM.from_pretrained(out)
     initial = AutoModelForCausalLM.from_pretrained(files / "init")

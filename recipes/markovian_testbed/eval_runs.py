@@ -18,8 +18,7 @@ from hydra.errors import HydraException, OverrideParseException
 from verl.config import ConfigError
 from verl.config.load import compose_config
 from verl.eval.config import EvalConfig, load_eval_config
-from verl.trainer.cli_keys import unknown_key_errors
-from verl.trainer.main_eval import exit_2_on_input_errors
+from verl.trainer.cli_keys import exit_2_on_input_errors, unknown_key_errors
 
 
 def split_runs(argv: list[str]) -> list[list[str]]:

@@ -170,7 +170,8 @@ heldout=$OUT/heldout/eval.jsonl
 evaluate heldout_sft "$OUT/sft" probe "$heldout" "$HELDOUT_N" delethink.max_chunks=[$I]
 evaluate heldout_longcot_rl "$OUT/longcot/$final" longcot "$heldout" "$HELDOUT_N" longcot.budgets=[$B]
 evaluate heldout_delethink_rl "$OUT/delethink/$final" delethink "$heldout" "$HELDOUT_N" delethink.max_chunks=[$I]
-run_queued
+# the held-out runs go with the sweeps below, one process for all, unless the recipe stops here
+if [[ ${STOP_AFTER:-} == heldout ]]; then run_queued; fi
 stop_after heldout
 # budgets B, 1.5B, 2B, 3B, 4B (up to SWEEP_TO x B): LongCoT by length, Delethink by chunks (each adds
 # C - m = C/2 tokens)
@@ -181,8 +182,8 @@ if ((SWEEPS)); then
   evaluate longcot_rl "$OUT/longcot/$final" longcot "$OUT/data/eval.jsonl" "$EVAL_N" longcot.budgets=[$lc_budgets]
   evaluate delethink_rl "$OUT/delethink/$final" delethink "$OUT/data/eval.jsonl" "$EVAL_N" \
     delethink.max_chunks=[$dt_chunks]
-  run_queued
 fi
+run_queued
 # rollout and update of one RL-step-sized batch at budgets B, 2B, 4B, 6B, 8B (up to TIMING_TO x B), both
 # models alternating in one process, end-of-sequence ignored so every sample writes its whole budget: the
 # time measures the length, not where a model stopped

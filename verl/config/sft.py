@@ -2,7 +2,7 @@
 section's rules beside its fields in its `problems(key)`, with the helpers of the RL config (rules.py).
 
 `SFTConfig.problems` adds the rules between sections and the paths a run reads and writes. What only the
-floors above know arrives as an argument: the tasks' names and largest sizes (verl/trainer/sft/task.py
+floors above know arrives as an argument: the tasks' names and largest sizes (verl/data/generated_tasks.py
 `TASK_MAX_SIZE`); main_sft's `load_sft_config` types the YAML, checks the label alphabet with the running-sum
 task, then asks for these problems.
 """

@@ -1,4 +1,5 @@
-"""Unknown keys on the command line, named before Hydra composes the config.
+"""What the entry points say about bad input: unknown keys on the command line, named before Hydra
+composes the config, and a bad config, data file or resume, each one line and exit code 2.
 
 For `data.trian_batch_size=8` Hydra says the key "is not in struct" and suggests appending it with
 `+data.trian_batch_size=8`, which only moves the failure to the schema check. The entry points call
@@ -7,17 +8,22 @@ For `data.trian_batch_size=8` Hydra says the key "is not in struct" and suggests
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import sys
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import OverrideType
 from hydra.errors import OverrideParseException
+
+from verl.config import ConfigError
+from verl.data.rl_dataset import DataError
+from verl.utils.checkpoint import ResumeError
 
 
 def _without_none(tp: Any) -> Any:
@@ -73,4 +79,16 @@ def exit_on_unknown_keys(schema: type) -> None:
     for error in errors:
         print(f"config error: {error}", file=sys.stderr)
     if errors:
+        sys.exit(2)
+
+
+@contextlib.contextmanager
+def exit_2_on_input_errors() -> Iterator[None]:
+    """A bad config, data file or resume ends the process with one line naming it and exit code 2."""
+    try:
+        yield
+    except (ConfigError, DataError, ResumeError) as e:
+        kinds = ((ConfigError, "config"), (DataError, "data"), (ResumeError, "resume"))
+        kind = next(name for cls, name in kinds if isinstance(e, cls))
+        print(f"{kind} error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -8,30 +8,11 @@ data file or row stops with a line naming it and exit code 2.
 Every key is documented in config/eval.yaml.
 """
 
-import contextlib
-import sys
-from collections.abc import Iterator
-
 import hydra
 from omegaconf import DictConfig
 
-from verl.config import ConfigError
-from verl.data.rl_dataset import DataError
 from verl.eval.config import EvalConfig, load_eval_config
-from verl.trainer.cli_keys import exit_on_unknown_keys
-
-
-@contextlib.contextmanager
-def exit_2_on_input_errors() -> Iterator[None]:
-    """A bad config or data file ends the process with one line naming it and exit code 2."""
-    try:
-        yield
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except DataError as e:
-        print(f"data error: {e}", file=sys.stderr)
-        sys.exit(2)
+from verl.trainer.cli_keys import exit_2_on_input_errors, exit_on_unknown_keys
 
 
 @hydra.main(config_path="config", config_name="eval", version_base="1.3")

@@ -18,8 +18,8 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from verl.config import ConfigError, PolicyIterationConfig
-from verl.trainer.cli_keys import exit_on_unknown_keys
+from verl.config import PolicyIterationConfig
+from verl.trainer.cli_keys import exit_2_on_input_errors, exit_on_unknown_keys
 from verl.trainer.config_loader import config_warnings, load_config
 from verl.utils.config_resolvers import register_resolvers
 
@@ -29,11 +29,8 @@ register_resolvers()  # before Hydra composes: the YAML uses ${eval:...}
 @hydra.main(config_path="config", config_name="policy_iteration", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     dry_run = os.environ.get("DRY_RUN") == "1"
-    try:
+    with exit_2_on_input_errors():
         config = load_config(cfg, check_paths=not dry_run)
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        sys.exit(2)
     for warning in config_warnings(config):
         print(f"config warning: {warning}", file=sys.stderr)
     if dry_run:

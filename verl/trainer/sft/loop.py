@@ -1,5 +1,5 @@
 """SFT's optimizer loop: AdamW with a warm-up + cosine schedule, stopped early once a held-out accuracy
-check reaches its target (train.stop_at_accuracy). verl/trainer/main_sft.py drives it."""
+check reaches its target (train.stop_at_accuracy). verl/trainer/sft/run.py drives it."""
 
 from __future__ import annotations
 

@@ -13,15 +13,11 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from verl.config.sft import EvalConfig, TaskConfig
 from verl.core.delethink import DelethinkParams
 from verl.data import shift_register
-from verl.data.synthetic import LABELS, make_problem, problem_sizes, solve
+from verl.data.synthetic import make_problem, problem_sizes, solve
 from verl.data.task_problem import TaskProblem
 from verl.trainer.sft.batches import Pair
 from verl.trainer.sft.continuation import continuation_example, delethink_cuts
 from verl.utils.reward_score.synthetic import compute_score
-
-# each task by name and the largest problem size it writes (the running sum: one term per label of the
-# default alphabet; the shift register: what its counter holds); the config checks its sizes against it
-TASK_MAX_SIZE = {"running_sum": len(LABELS), "shift_register": shift_register.MAX_STEPS}
 
 
 def encode_example(tokenizer: PreTrainedTokenizerBase, problem: TaskProblem) -> tuple[list[int], list[int]]:
