@@ -352,7 +352,8 @@ def test_the_recipe_at_smoke_size_writes_every_table(tmp_path):
 def test_the_recipe_over_two_seeds_aggregates_them_and_checks_their_settings(tmp_path):
     """SEEDS runs the recipe once per seed (here to the warm start: the stages after it are the one-seed
     test's), then the aggregate and its record; settings that differ from a seed's first call are refused
-    before any stage, and FORCE=1 redoes the stages of the seeds it is given."""
+    before any stage, and FORCE=1 redoes the stages of the seeds it is given. A warm start below its
+    target stops its seed before RL, with one line that names the seed."""
     result = run_recipe(tmp_path, SEEDS="1 2", SFT_ARGS="train.check_every=3", STOP_AFTER="sft")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = tmp_path / "out"
@@ -373,12 +374,17 @@ def test_the_recipe_over_two_seeds_aggregates_them_and_checks_their_settings(tmp
     changed = run_recipe(tmp_path, SEEDS="1 2", SFT_ARGS="train.check_every=3", STEPS="2")
     assert changed.returncode == 2 and "STEPS was '1', now '2'" in changed.stderr
     assert "==== seed" not in changed.stdout
-    # FORCE=1 records the new settings and redoes the stages (of the seeds it is given)
+    # FORCE=1 records the new settings and redoes the stages (of the seeds it is given); a target the
+    # 4 steps never reach stops the seed after its warm start, without STOP_AFTER
     forced = run_recipe(
-        tmp_path, SEEDS="1", SFT_ARGS="train.check_every=3", STEPS="2", FORCE="1", STOP_AFTER="sft"
+        tmp_path, SEEDS="1", SFT_ARGS="train.check_every=3 train.stop_at_accuracy=1.0", STEPS="2", FORCE="1"
     )
-    assert forced.returncode == 0, forced.stderr[-3000:]
+    assert forced.returncode == 1, forced.stderr[-3000:]
     assert "sft:" in forced.stderr  # the warm start trained again
+    missed = [line for line in forced.stderr.splitlines() if "below its target 1.0" in line]
+    assert len(missed) == 1 and "warm start (seed 1)" in missed[0] and "(train.stop_at_accuracy)" in missed[0]
+    assert forced.stderr.splitlines()[-1].startswith("seeds that stopped before their report: 1 ")
+    assert (out / "seed_1" / "sft").is_dir() and not (out / "seed_1" / "longcot").exists()
     steps = {
         seed: json.loads((out / f"seed_{seed}" / run_config.CONFIG_FILE).read_text())["STEPS"]
         for seed in (1, 2)
@@ -391,15 +397,6 @@ def test_bad_seeds_stop_the_recipe_before_any_stage(tmp_path):
         result = run_recipe(tmp_path, SEEDS=seeds)
         assert result.returncode == 2 and result.stderr.startswith("run.sh: SEEDS"), result.stderr
         assert result.stderr.count("\n") == 1 and not (tmp_path / "out").exists()
-
-
-@pytest.mark.slow
-def test_a_warm_start_below_its_target_stops_the_recipe_before_rl(tmp_path):
-    result = run_recipe(tmp_path, SFT_ARGS="train.stop_at_accuracy=1.0")  # 4 steps never solve them all
-    assert result.returncode == 1
-    assert "below its target 1.0 (train.stop_at_accuracy)" in result.stderr.splitlines()[-1]
-    assert "warm start (seed 1)" in result.stderr.splitlines()[-1]
-    assert (tmp_path / "out" / "sft").is_dir() and not (tmp_path / "out" / "longcot").exists()
 
 
 def test_op_time_split_counts_matmul_and_attention_kernels_against_the_rest():
@@ -600,11 +597,31 @@ def test_the_first_weak_token_is_the_earliest_in_trace_order_below_the_bar():
     }
     assert step_errors.first_weak(counts) == (1, neither, 0.8)
     assert step_errors.first_weak(counts, weak=0.5) is None  # 50 of 100 is not below one half
-    assert step_errors.where_it_goes_wrong(counts) == (
+    assert step_errors.where_it_goes_wrong(step_errors.Errors(counts)) == (
         "its trace first goes wrong at step 1's new digit, neither is 0 (teacher-forced accuracy 0.80)"
     )
-    assert "every kind of token at every step is right at least 0.9" in step_errors.where_it_goes_wrong(
-        {(0, "copy"): [95, 100]}
+
+
+def test_a_model_right_on_every_token_is_told_what_sampling_makes_of_its_doubts():
+    """Where no kind of token is weak, the miss is T = 1 sampling: the probability off the reference,
+    summed per kind over the response (thinking, then the answer), and the chance of following it all."""
+    problem = sr.solve("8103", 2)  # 26 thinking characters: 002:8103 001:1039 000:0391
+    kinds = step_errors.token_kinds(problem)
+    errors = step_errors.Errors({(0, "copy"): [95, 100]})
+    doubtful = [1.0] * 28  # the thinking, then two answer tokens
+    doubtful[0], doubtful[3], doubtful[26] = 0.9, 0.8, 0.5  # step 0's counter, its ':', the answer
+    errors.add_sampled(kinds, doubtful)
+    errors.add_sampled(kinds, [1.0] * 28)
+    # followed: (0.9 * 0.8 * 0.5 + 1) / 2 = 0.68; off the reference per trace: (0.1 + 0.2 + 0.5) / 2 = 0.4
+    assert errors.followed == pytest.approx([0.36, 1.0])
+    assert errors.off_reference == pytest.approx(
+        {**dict.fromkeys(step_errors.RESPONSE_KINDS, 0.0), "counter": 0.1, "fixed": 0.2, "answer": 0.5}
+    )
+    assert step_errors.where_it_goes_wrong(errors) == (
+        "under teacher forcing every kind of token at every step is right at least 0.9 of the time, but a "
+        "T = 1 sample follows the whole reference trace with probability 0.680; it draws 0.400 tokens off "
+        "it per trace (counter: 0.050; copy: 0.000; new digit, a or b is 0: 0.000; new digit, neither is 0: "
+        "0.000; fixed: 0.100; answer: 0.250)"
     )
 
 
@@ -630,8 +647,11 @@ def test_step_errors_runs_on_the_tiny_model(tiny_assets, capsys):
     model = str(tiny_assets / "model")
     step_errors.main([model, "--problems", "3", "--min-steps", "4", "--max-steps", "4", "--show", "2"])
     rows = capsys.readouterr().out.splitlines()
-    assert rows[0].endswith("3 problems of 4..4 steps") and len(rows) == 7  # title, header, rule, 0, 1, 2+
+    assert rows[0].endswith("3 problems of 4..4 steps") and len(rows) == 8  # title, header, rule, 0, 1, 2+
     assert rows[6].startswith("its trace first goes wrong at step 0's counter")  # an untrained model
+    # which samples its way off the reference almost surely (a few hundred tokens to choose from each time)
+    followed = float(rows[7].split("with probability ")[1].split(";")[0])
+    assert rows[7].startswith("A T = 1 sample follows the whole reference trace") and followed < 0.01
     assert rows[3].startswith("| 0 | ") and rows[3].count("(9)") == 1 and "(12)" in rows[3]
 
 

@@ -10,13 +10,21 @@ digits it drops and keeps first. The new digit is split by whether a or b is 0, 
 only copies; zero-rich training registers (task.zero_prob) make those common, and a model that answers
 `a` there is right whenever b = 0. One wrong token derails every later step, so a column far below 1.00
 at one step caps the whole-trace accuracy on its own.
+
+A model can be right on every token and still miss at T = 1: sampling leaves the reference wherever a
+token is not certain, and a trace has hundreds. So it also sums, per kind of token (the fixed `:` and
+spaces and the answer included), the probability the model puts off the reference, and gives the chance
+that a sample follows the whole reference trace (the product of the reference tokens' probabilities):
+about the T = 1 accuracy, since one wrong token is one wrong answer here.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -26,6 +34,10 @@ from verl.data.shift_register import COUNTER_DIGITS, TOKENS_PER_STEP, WIDTH, Pro
 from verl.trainer.sft.task import encode_example
 
 KINDS = ("counter", "copy", "new digit, a or b is 0", "new digit, neither is 0")  # in a step's order
+# the other response tokens, for what sampling draws off the reference: the `:` and spaces of the
+# thinking, and everything after it (`</think>`, the answer, end of sequence)
+FIXED, ANSWER = "fixed", "answer"
+RESPONSE_KINDS = (*KINDS, FIXED, ANSWER)
 NEW_DIGIT = COUNTER_DIGITS + WIDTH  # offset of the new digit within a step
 # teacher-forced accuracy below which a kind of token at one step is a rule the model lacks, not a slip:
 # a warm start at its target (0.8 of whole traces of hundreds of tokens at T = 1) is right at every
@@ -64,6 +76,35 @@ def tally(
             right_total[1] += 1
 
 
+@dataclass
+class Errors:
+    """What count_errors measures on held-out reference traces."""
+
+    # (step, kind) -> [tokens the model's most likely next token got right, tokens]
+    counts: dict[tuple[int, str], list[int]] = field(default_factory=dict)
+    # each of RESPONSE_KINDS -> the probability the model puts off the reference token, summed over traces
+    off_reference: dict[str, float] = field(default_factory=lambda: dict.fromkeys(RESPONSE_KINDS, 0.0))
+    # per trace, the probability that a T = 1 sample follows it to the end
+    followed: list[float] = field(default_factory=list)
+
+    def add_sampled(self, kinds: list[tuple[int, str] | None], p_reference: list[float]) -> None:
+        """One trace's reference-token probabilities, its thinking's (with `kinds`) then the rest."""
+        for i, p in enumerate(p_reference):
+            kind = (kinds[i][1] if kinds[i] else FIXED) if i < len(kinds) else ANSWER
+            self.off_reference[kind] += 1 - p
+        self.followed.append(math.prod(p_reference))
+
+    def sampling(self) -> str:
+        """One sentence: how likely a T = 1 sample follows the reference, and where it leaves it."""
+        traces = len(self.followed)
+        wrong = sum(self.off_reference.values()) / traces
+        parts = "; ".join(f"{kind}: {mass / traces:.3f}" for kind, mass in self.off_reference.items())
+        return (
+            f"a T = 1 sample follows the whole reference trace with probability "
+            f"{sum(self.followed) / traces:.3f}; it draws {wrong:.3f} tokens off it per trace ({parts})"
+        )
+
+
 def table(counts: dict[tuple[int, str], list[int]], show: int) -> str:
     """One row per step below `show`, then every later step pooled; accuracy (and count) per kind."""
 
@@ -91,22 +132,26 @@ def first_weak(counts: dict[tuple[int, str], list[int]], weak: float = WEAK) -> 
     return None
 
 
-def where_it_goes_wrong(counts: dict[tuple[int, str], list[int]]) -> str:
-    """One phrase: the first weak (step, kind) with its accuracy, or that no kind at any step is weak."""
-    weak = first_weak(counts)
+def where_it_goes_wrong(errors: Errors) -> str:
+    """One phrase: the first weak (step, kind) with its accuracy; where no kind at any step is weak, what
+    T = 1 sampling makes of the model's uncertainty."""
+    weak = first_weak(errors.counts)
     if weak is None:
-        return f"under teacher forcing every kind of token at every step is right at least {WEAK} of the time"
+        return (
+            f"under teacher forcing every kind of token at every step is right at least {WEAK} of the time, "
+            f"but {errors.sampling()}"
+        )
     step, kind, accuracy = weak
     return f"its trace first goes wrong at step {step}'s {kind} (teacher-forced accuracy {accuracy:.2f})"
 
 
 @torch.no_grad()
-def count_errors(model_dir: Path, num_problems: int, min_steps: int, max_steps: int, seed: int) -> dict:
-    """counts[(step, kind)] = [right, total] over `num_problems` held-out problems of min..max steps."""
+def count_errors(model_dir: Path, num_problems: int, min_steps: int, max_steps: int, seed: int) -> Errors:
+    """Errors of the model in `model_dir` on `num_problems` held-out problems of min..max steps."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     rng = random.Random(seed)
-    counts: dict[tuple[int, str], list[int]] = {}
+    errors = Errors()
     for _ in range(num_problems):
         problem = make_problem(rng, rng.randint(min_steps, max_steps))
         prompt, target = encode_example(tokenizer, problem)
@@ -114,11 +159,14 @@ def count_errors(model_dir: Path, num_problems: int, min_steps: int, max_steps: 
         if tokenizer.decode(target[:length]) != problem.thinking:
             raise ValueError(f"{model_dir}: its tokenizer does not give one token per thinking character")
         ids = torch.tensor([prompt + target])
-        predicted = model(ids).logits[0].argmax(-1)
-        first = len(prompt)  # the first thinking token's position
-        hits = (predicted[first - 1 : first - 1 + length] == ids[0, first : first + length]).tolist()
-        tally(token_kinds(problem), hits, counts)
-    return counts
+        logits = model(ids).logits[0, len(prompt) - 1 : -1]  # the predictions of the response's tokens
+        reference = torch.tensor(target)
+        hits = (logits[:length].argmax(-1) == reference[:length]).tolist()
+        kinds = token_kinds(problem)
+        tally(kinds, hits, errors.counts)
+        p_reference = logits.softmax(-1).gather(1, reference[:, None])[:, 0]
+        errors.add_sampled(kinds, p_reference.tolist())
+    return errors
 
 
 # tokens whose heads --heads reports, by their offset in the thinking: the first step (a copy of the
@@ -178,13 +226,16 @@ def main(argv: list[str] | None = None) -> None:
     if args.problems < 1 or args.show < 1 or not 1 <= args.min_steps <= args.max_steps:
         parser.error("need --problems >= 1, --show >= 1 and 1 <= --min-steps <= --max-steps")
     torch.set_num_threads(2)
-    counts = count_errors(args.model_dir, args.problems, args.min_steps, args.max_steps, args.seed)
+    errors = count_errors(args.model_dir, args.problems, args.min_steps, args.max_steps, args.seed)
     print(
         f"{args.model_dir}: teacher-forced accuracy of each token kind, {args.problems} problems of "
         f"{args.min_steps}..{args.max_steps} steps"
     )
-    print(table(counts, args.show))
-    print(where_it_goes_wrong(counts))
+    print(table(errors.counts, args.show))
+    print(where_it_goes_wrong(errors))
+    if first_weak(errors.counts) is not None:  # otherwise the line above says it
+        sampling = errors.sampling()
+        print(sampling[0].upper() + sampling[1:])
     if args.heads:
         print("\nThe offset each head gives the most weight to, and that weight (mean over the problems):")
         print(head_offsets(args.model_dir, args.problems, args.min_steps, args.max_steps, args.seed))

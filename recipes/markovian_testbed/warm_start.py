@@ -33,8 +33,8 @@ def diagnosis(sft_dir: Path) -> str:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # the verdict is one line
-    counts = count_errors(sft_dir, DIAGNOSED_PROBLEMS, config.eval.min_size, config.eval.max_size, seed=4321)
-    return f"{where_it_goes_wrong(counts)} (step_errors.py {sft_dir})"
+    errors = count_errors(sft_dir, DIAGNOSED_PROBLEMS, config.eval.min_size, config.eval.max_size, seed=4321)
+    return f"{where_it_goes_wrong(errors)} (step_errors.py {sft_dir})"
 
 
 def main(argv: list[str] | None = None) -> None:
