@@ -609,7 +609,7 @@ def test_a_model_right_on_every_token_is_told_what_sampling_makes_of_its_doubts(
     kinds = step_errors.token_kinds(problem)
     errors = step_errors.Errors({(0, "copy"): [95, 100]})
     doubtful = [1.0] * 28  # the thinking, then two answer tokens
-    doubtful[0], doubtful[3], doubtful[26] = 0.9, 0.8, 0.5  # step 0's counter, its ':', the answer
+    doubtful[0], doubtful[3], doubtful[26] = 0.9, 0.8, 0.5  # step 0's counter, its ':', after it
     errors.add_sampled(kinds, doubtful)
     errors.add_sampled(kinds, [1.0] * 28)
     # followed: (0.9 * 0.8 * 0.5 + 1) / 2 = 0.68; off the reference per trace: (0.1 + 0.2 + 0.5) / 2 = 0.4
@@ -647,7 +647,8 @@ def test_step_errors_runs_on_the_tiny_model(tiny_assets, capsys):
     model = str(tiny_assets / "model")
     step_errors.main([model, "--problems", "3", "--min-steps", "4", "--max-steps", "4", "--show", "2"])
     rows = capsys.readouterr().out.splitlines()
-    assert rows[0].endswith("3 problems of 4..4 steps") and len(rows) == 8  # title, header, rule, 0, 1, 2+
+    # title, header, rule, steps 0, 1, 2+, where it goes wrong, what sampling draws off the trace
+    assert rows[0].endswith("3 problems of 4..4 steps") and len(rows) == 8
     assert rows[6].startswith("its trace first goes wrong at step 0's counter")  # an untrained model
     # which samples its way off the reference almost surely (a few hundred tokens to choose from each time)
     followed = float(rows[7].split("with probability ")[1].split(";")[0])
