@@ -85,8 +85,8 @@ def test_parameter_count_matches_hand_count(tokenizer):
     d, kv, ffn, vocab = 128, 64, 512, 263  # kv: 2 kv heads of dim 32
     attention = (d * d + d) + 2 * (d * kv + kv) + d * d  # q, k, v with biases; o without
     layer = attention + 3 * d * ffn + 2 * d  # + gate/up/down projections + two RMSNorms
-    expected = vocab * d + 2 * layer + d  # tied embeddings, final norm
-    assert sum(p.numel() for p in model.parameters()) == expected == 526_336
+    expected = 2 * vocab * d + 2 * layer + d  # input embedding and output head, final norm
+    assert sum(p.numel() for p in model.parameters()) == expected == 560_000
 
 
 def test_model_config(tokenizer):
@@ -94,7 +94,8 @@ def test_model_config(tokenizer):
     assert model.config.vocab_size == len(tokenizer)
     assert model.config.eos_token_id == model.generation_config.eos_token_id == tokenizer.eos_token_id
     assert model.config.pad_token_id == model.generation_config.pad_token_id == tokenizer.pad_token_id
-    assert model.config.tie_word_embeddings
+    assert not model.config.tie_word_embeddings
+    assert model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr()
     assert model.config._attn_implementation == "sdpa"
     assert model.dtype == torch.float32
 
