@@ -26,8 +26,9 @@
 #   NET_IF          network interface between the nodes (e.g. eth0, ib0); sets NCCL_SOCKET_IFNAME and
 #                   GLOO_SOCKET_IFNAME, which matters when the first interface is not the one the
 #                   nodes share. Other NCCL_* variables (NCCL_IB_HCA, NCCL_DEBUG=INFO) pass through.
-#   JOIN_TIMEOUT_S  how long node 0 waits for the others to join, and the others for node 0's head to
-#                   answer (default 600); past it, one line names the variable to check, exit code 2
+#   JOIN_TIMEOUT_S  how long node 0 waits for the others to join once its own head answers, and the
+#                   others for node 0's head to answer (default 600); past it, one line names the
+#                   variable to check, exit code 2
 #   KEEP_RAY=1      leave node 0's Ray running after training (`ray stop` ends it; default: node 0 stops
 #                   its own Ray, and only that, when the driver ends, also after an error; the other
 #                   nodes' Ray then leaves within about a minute)

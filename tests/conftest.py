@@ -15,8 +15,9 @@ os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # math scoring's limits are wall-clock (math-verify's 1 s parse, 2 s verify; 5 s an item): a crowded machine
 # can slow a well-formed answer past them, and a test would see 0 where it checks 1. Thirty times them, for
-# this process and every process it starts. Tests of the limits pass their own timeout_s, on answers that
-# never finish.
+# this process and every process it starts. Tests of the limits pass their own timeout_s, counted from an
+# item's hand-off to a started scoring process, on an answer that outlasts it (math-verify gives up on it
+# only at the scaled verify limit, 60 s). Not scaled: a scoring process's start-up limit (120 s).
 os.environ.setdefault("VERL_SCORING_TIME_SCALE", "30")
 # Under pytest-xdist (`make test`) every worker gets its share of the cores for torch's threads, and so do
 # the processes its tests start: two workers with a thread per core each would make four on two cores.
@@ -29,18 +30,10 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
 def ray_session():
     import ray
 
-    # Ray gives up on its own start-up after a fixed 30 s without its raylet registered (not configurable),
-    # which a crowded machine can take: then again, from scratch.
-    for attempt in range(3):
-        if ray.is_initialized():
-            break
-        try:
-            # address="local": never the cluster a `ray start` on this machine recorded (launch.start_ray)
-            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-        except Exception as error:
-            if "timed out during startup" not in str(error) or attempt == 2:
-                raise
-            ray.shutdown()
+    from verl.trainer.cluster import start_local_ray
+
+    if not ray.is_initialized():
+        start_local_ray(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
 
 

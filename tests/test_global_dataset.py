@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import ray
 
+from tests.e2e_utils import HANG_S
 from verl.env_manager.global_dataset import (
     GlobalDataset,
     dataset_actor_name,
@@ -111,23 +112,37 @@ def test_traversal_across_concurrent_callers_then_reset_through_the_manager(ray_
     ds = get_global_dataset("gd_walk", "traversal", ROWS)
 
     @ray.remote(num_cpus=0)
-    class Caller:
-        def ready(self) -> bool:
-            return True
+    class Gate:
+        """Opens once `count` callers have arrived (async methods: the waiting calls run side by side)."""
 
-        async def drain(self, handle) -> list[int]:
+        def __init__(self, count: int) -> None:
+            self.count, self.opened = count, asyncio.Event()
+
+        async def arrive(self) -> None:
+            self.count -= 1
+            if self.count == 0:
+                self.opened.set()
+            await self.opened.wait()
+
+    @ray.remote(num_cpus=0)
+    class Caller:
+        async def drain(self, handle, gate=None) -> list[int]:
             seen = []
             while (got := await handle.get_data_item.remote(None)) is not None:
                 seen.append(got[0])
-                await asyncio.sleep(0.01)  # a slow env: lets the other callers in
+                if gate is not None and len(seen) == 1:
+                    await gate.arrive.remote()
             return seen
 
     callers = [Caller.remote() for _ in range(3)]
+    # The walk is shared by construction, not by timing: no caller takes a second row before each holds
+    # one (with a sleep between rows instead, a crowded machine let two callers drain all 10 rows before
+    # the third asked). 10 rows for 3 callers, so every first request gets one.
+    gate = Gate.remote(len(callers))
     try:
-        ray.get([c.ready.remote() for c in callers])  # all started, so the walk is really shared
-        seen = ray.get([c.drain.remote(ds) for c in callers])
+        seen = ray.get([c.drain.remote(ds, gate) for c in callers], timeout=HANG_S)  # a safety net
         assert sorted(i for part in seen for i in part) == list(range(10))  # every row exactly once
-        assert sum(1 for part in seen if part) >= 2  # the walk really was shared
+        assert all(seen)  # each caller took part in the one walk
         manager = get_dataset_manager()
         assert dataset_actor_name("gd_walk", "traversal") in ray.get(manager.names.remote())
         ray.get(manager.reset_all.remote())
@@ -137,5 +152,5 @@ def test_traversal_across_concurrent_callers_then_reset_through_the_manager(ray_
         assert dataset_actor_name("gd_walk", "traversal") not in ray.get(manager.names.remote())
     finally:
         drop_global_dataset("gd_walk", "traversal")
-        for caller in callers:
-            ray.kill(caller)
+        for actor in [*callers, gate]:
+            ray.kill(actor)

@@ -486,7 +486,7 @@ def test_without_PYTHON_a_script_runs_the_checkouts_venv_else_python_on_path(
 
     def run_script():
         return subprocess.run(
-            ["bash", str(script)], cwd="/", env=env, capture_output=True, text=True, timeout=60
+            ["bash", str(script)], cwd="/", env=env, capture_output=True, text=True, timeout=HANG_S
         )
 
     done = run_script()
@@ -496,7 +496,7 @@ def test_without_PYTHON_a_script_runs_the_checkouts_venv_else_python_on_path(
     assert done.returncode == 2 and done.stderr.startswith("PYTHON=python cannot import torch"), done.stderr
     # PYTHON, when set, wins over both
     done = subprocess.run(["bash", str(script)], cwd="/", env={**env, "PYTHON": sys.executable},
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+                          capture_output=True, text=True, timeout=HANG_S)  # fmt: skip
     assert (done.returncode, done.stdout) == (0, f"{sys.executable}\n"), done.stderr
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from peft import PeftModel
 from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, Qwen2ForCausalLM
 
 from tests.e2e_utils import tiny_config
 from tests.tolerances import assert_forward_close
@@ -217,13 +217,18 @@ def test_lora_run_with_a_lora_critic_resumes_bit_identically(tiny_assets, tmp_pa
     assert "\\u003c|user|>" in (tmp_path / "viewer.html").read_text()  # a prompt, "<" escaped in <script>
 
 
-def test_a_gathered_state_with_its_own_lm_head_copy_saves_the_files_of_the_model_itself(tmp_path):
-    model = build_model(build_tokenizer(), seed=0)  # lm_head tied to the embeddings
+@pytest.mark.parametrize("tied", [True, False])
+def test_a_gathered_state_with_its_own_lm_head_copy_saves_the_files_of_the_model_itself(tmp_path, tied):
+    config = build_model(build_tokenizer(), seed=0).config  # the tiny model, its head tied or not below
+    config.tie_word_embeddings = tied
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(config)
     gathered = {name: t.clone() for name, t in model.state_dict().items()}  # an FSDP2 gather: own storage
     assert "lm_head.weight" in gathered
     for out, state in (("own", model.state_dict()), ("gathered", gathered)):
         lora.save_model(tmp_path / out, tmp_path / "adapters", model, state, SimpleNamespace(lora_rank=0),
-                        lora.CAUSAL_LM, lambda: model)  # fmt: skip
+                        lora.CAUSAL_LM, lambda: Qwen2ForCausalLM(config))  # fmt: skip
     own, saved = (load_file(tmp_path / out / "model.safetensors") for out in ("own", "gathered"))
-    assert saved.keys() == own.keys() and "lm_head.weight" not in saved
+    # a tied head is the embedding's tensor, saved once; an untied one is a tensor of its own
+    assert saved.keys() == own.keys() and ("lm_head.weight" in saved) == (not tied)
     assert all(torch.equal(saved[k], own[k]) for k in own)

@@ -2,6 +2,7 @@
 (verl/trainer/cluster.py): the node choice, its refusals and tables, by hand; the cluster checks against
 real sockets. The Ray side runs in tests/test_multi_node.py."""
 
+import os
 import socket
 
 import pytest
@@ -124,6 +125,104 @@ def test_a_head_that_listens_answers_and_a_closed_port_is_reported_after_the_tim
     assert problem.startswith("nothing answered there within 3 s (") and "refused" in problem
 
 
+def test_node_0_waits_for_its_own_head_however_slow_and_then_gives_the_others_the_join_timeout(monkeypatch):
+    """Node 0's head answers 30 s after it started (a loaded machine), past a 5 s JOIN_TIMEOUT_S; the
+    join timeout counts from then, and the one node never joined is what is reported."""
+    clock = SteppedClock()
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    address = f"127.0.0.1:{listening.getsockname()[1]}"
+    sleep = clock.sleep
+
+    def sleep_then_start_the_head(seconds: float) -> None:
+        sleep(seconds)
+        if clock.now >= 30 and not starts:
+            starts.append(clock.now)
+            listening.listen()
+
+    starts: list[float] = []
+    clock.sleep = sleep_then_start_the_head
+    monkeypatch.setattr(cluster, "time", clock)
+    monkeypatch.setattr(cluster, "alive_nodes", lambda address: 1)  # Ray's answer; the deadline is ours
+    with listening:
+        problem = cluster.nodes_problem(address, 2, 5.0, head_pid=os.getpid())
+    assert problem == (
+        f"NNODES=2 (trainer.nnodes): 1 of 2 node(s) joined the cluster at {address} within 5 s "
+        "(JOIN_TIMEOUT_S); are the others started, with this node's HEAD_ADDR and RAY_PORT?"
+    )
+    assert 35 <= clock.now < 35 + cluster.POLL_S + 1e-9  # the join deadline ran from the head's answer
+
+    # without a head of its own to watch (KEEP_RAY=1 started it and returned), the head gets the timeout
+    clock.now = 0.0
+    closed = cluster.nodes_problem(address, 2, 5.0, head_pid=None)  # the listener is closed now
+    assert closed.startswith(f"HEAD_ADDR:RAY_PORT={address}: nothing answered there within 5 s (")
+
+
 def test_the_cluster_command_says_how_to_call_it(capsys):
     assert cluster.main(["nodes", "127.0.0.1:1"]) == 2
     assert capsys.readouterr().err.startswith("cluster error: usage: python -m verl.trainer.cluster head ")
+
+
+def test_a_local_ray_that_timed_out_starting_is_started_again_and_other_errors_are_not(monkeypatch):
+    """Ray's own start-up limit (30 s for the raylet to register) cannot be tripped on purpose here, so a
+    stand-in for ray.init raises what Ray raises then; the retry decision is ours."""
+    import ray
+
+    timed_out = Exception("The current node timed out during startup. This could happen because ...")
+    calls, shutdowns = [], []
+    outcomes = [timed_out, timed_out, None]
+
+    def init(**kwargs):
+        calls.append(kwargs)
+        if (outcome := outcomes.pop(0)) is not None:
+            raise outcome
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: shutdowns.append(1))
+    cluster.start_local_ray(num_cpus=2)
+    assert calls == [{"address": "local", "num_cpus": 2}] * 3 and len(shutdowns) == 2
+
+    outcomes[:] = [timed_out] * cluster.LOCAL_RAY_STARTS
+    with pytest.raises(Exception, match="timed out during startup"):  # given up after the last start
+        cluster.start_local_ray()
+    outcomes[:] = [RuntimeError("port 6379 is taken"), None]
+    with pytest.raises(RuntimeError, match="taken"):  # any other failure is not waited out again
+        cluster.start_local_ray()
+    assert outcomes == [None]
+
+
+def test_a_head_whose_ray_is_slow_to_answer_a_driver_is_asked_again_until_the_join_timeout(monkeypatch):
+    """Ray's connect timeout cannot be tripped on purpose here: a stand-in for ray.init raises what Ray
+    raises when the head's GCS does not answer (ConnectionError), twice, then the cluster answers."""
+    import ray
+
+    clock = SteppedClock()
+    monkeypatch.setattr(cluster, "time", clock)
+    connects = [ConnectionError("Failed to connect to Ray cluster")] * 2 + [None]
+    initialized = []
+
+    def init(**kwargs):
+        if (outcome := connects.pop(0)) is not None:
+            raise outcome
+        initialized.append(kwargs["address"])
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "is_initialized", lambda: bool(initialized))
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True}, {"Alive": True}])
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        address = f"127.0.0.1:{listening.getsockname()[1]}"
+        assert cluster.nodes_problem(address, 2, 5.0, head_pid=None) is None
+        assert initialized == [address] and clock.sleeps == [cluster.POLL_S] * 2
+
+        # a Ray that never answers is named as such at the join timeout, not counted as nodes missing
+        initialized.clear()
+        connects[:] = [ConnectionError("Failed to connect to Ray cluster")] * 100
+        problem = cluster.nodes_problem(address, 2, 5.0, head_pid=None)
+    assert problem == (
+        f"HEAD_ADDR:RAY_PORT={address}: its port answers, but Ray there did not answer a driver within 5 s "
+        "(JOIN_TIMEOUT_S)"
+    )

@@ -18,10 +18,12 @@ from verl.utils.reward_score.math_verify import compute_score, compute_scores
 from verl.utils.reward_score.process_pool import default_size
 
 MATH500 = VENDORED_MATH_DIR / "math500.jsonl"
-# math-verify never finishes this tower (its own limits cannot cut sympy's C call short); only ours ends it
+# math-verify gives up on this tower only at its own verify limit (VERIFY_TIMEOUT_S, 60 s under the tests'
+# time scale): it outlasts every shorter limit here, however crowded the machine
 PATHOLOGICAL = "</think>\\boxed{9^{9^{9^{9}}}}"
-# A limit for batches that hold PATHOLOGICAL beside well-formed answers: those take about 0.05 s of CPU, so a
-# hundred times that leaves any crowd on the machine room, and the batch waits it out once.
+# A limit for batches that hold PATHOLOGICAL beside well-formed answers, which it must not cut. It counts from
+# an item's hand-off to a started process (no start-up is in it), and from there a well-formed answer is
+# back within 0.01 s, 0.2 s with four busy loops crowding the two cores; the batch waits it out once.
 LIMIT_S = 5.0
 
 

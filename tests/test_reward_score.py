@@ -8,6 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.e2e_utils import HANG_S
@@ -21,12 +22,19 @@ from verl.utils.reward_score import (
 from verl.utils.reward_score.math_verify import compute_score, compute_scores
 
 REPO = Path(__file__).resolve().parents[1]
-# math-verify never finishes this (its own limits cannot cut the C call short): sympy tries to evaluate the
-# power tower
+# sympy tries to evaluate this power tower, and math-verify gives up only at its own verify limit
+# (VERIFY_TIMEOUT_S, 60 s under the tests' time scale): an answer that outlasts every shorter limit here,
+# however crowded the machine
 PATHOLOGICAL = "</think>\\boxed{9^{9^{9^{9}}}}"
-# A limit for batches that hold PATHOLOGICAL beside well-formed answers: those take about 0.05 s of CPU, so a
-# hundred times that leaves any crowd on the machine room, and the batch waits it out once.
+# A limit for batches that hold PATHOLOGICAL beside well-formed answers, which it must not cut. It counts from
+# an item's hand-off to a started process (no start-up is in it), and from there a well-formed answer is
+# back within 0.01 s, 0.2 s with four busy loops crowding the two cores; the batch waits it out once.
 BATCH_LIMIT_S = 5.0
+# The limit of the item a worker is busy on when its parent is killed, below. The parent kills a worker
+# stuck this long itself, so the test kills the parent first, once it sees the worker busy on the item
+# (under a second, even on a crowded machine); the orphaned worker's watchdog then ends it at this limit
+# plus a second.
+ORPHANED_ITEM_LIMIT_S = 5.0
 
 
 def boxed(answer) -> str:
@@ -170,7 +178,7 @@ def test_a_pathological_answer_is_cut_off_and_its_process_killed():
     math_verify.warm_up_pool(1)
     before = set(math_verify._pool.pids())
     start = time.perf_counter()
-    assert compute_score("math", PATHOLOGICAL, "1", timeout_s=1.0) == 0.0  # it never finishes by itself
+    assert compute_score("math", PATHOLOGICAL, "1", timeout_s=1.0) == 0.0  # not done before VERIFY_TIMEOUT_S
     # cut at its own limit, not at the default's (DEFAULT_TIMEOUT_S, 150 s under the tests' time scale)
     assert 1.0 <= time.perf_counter() - start < math_verify.DEFAULT_TIMEOUT_S
     killed = before - set(math_verify._pool.pids())
@@ -192,6 +200,11 @@ def test_processes_killed_from_outside_are_replaced():
     assert compute_score("math", boxed(7), "7") == 1.0
 
 
+def cpu_seconds(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
 def run_scoring_script(body: str) -> subprocess.Popen:
     script = "from verl.utils.reward_score import math_verify as mv\n"
     return subprocess.Popen(
@@ -199,9 +212,8 @@ def run_scoring_script(body: str) -> subprocess.Popen:
     )
 
 
-def wait_until_gone(pid: int, seconds: float = 120.0) -> bool:
-    """Whether process `pid` ends within `seconds`: a safety net, as the processes waited for here end
-    within a couple of seconds or never."""
+def wait_until_gone(pid: int, seconds: float) -> bool:
+    """Whether process `pid` ends within `seconds`."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -221,21 +233,28 @@ def test_the_worker_exits_with_its_parent():
     out, _ = parent.communicate(timeout=HANG_S)
     score, *worker_pids = out.split()
     assert score == "1.0" and worker_pids
-    assert all(wait_until_gone(int(pid)) for pid in worker_pids)
+    assert all(wait_until_gone(int(pid), HANG_S) for pid in worker_pids)  # at once; a safety net
 
     # the parent killed (no atexit) while its worker is stuck on a pathological answer
     parent = run_scoring_script(f"""
         mv.compute_score("m", "</think>\\\\boxed{{1}}", "1")
         print(*mv._pool.pids(), flush=True)
-        mv.compute_score("m", {PATHOLOGICAL!r}, "1", timeout_s=1.5)
+        mv.compute_score("m", {PATHOLOGICAL!r}, "1", timeout_s={ORPHANED_ITEM_LIMIT_S})
     """)
     worker_pids = [int(pid) for pid in parent.stdout.readline().split()]
-    time.sleep(0.5)  # let the process get stuck
+    # killed only once a worker is busy on the pathological answer (an idle one uses no CPU): before that,
+    # an idle worker would see the parent's end close and exit without the watchdog
+    before = {pid: cpu_seconds(pid) for pid in worker_pids}
+    deadline = time.monotonic() + HANG_S  # a safety net against a hang, not a measurement
+    while not any(cpu_seconds(pid) - before[pid] > 0.05 for pid in worker_pids):
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.02)
     parent.kill()
     parent.wait()
-    # sympy holds the GIL there, so only a watchdog outside Python can end it, after limit + grace: the
-    # answer never finishes, so without the watchdog the process would outlive any wait
-    assert all(wait_until_gone(pid) for pid in worker_pids)
+    # sympy holds the GIL there, so only a watchdog outside Python ends it, at limit + grace. Without it,
+    # only math-verify's own verify limit would end the item, VERIFY_TIMEOUT_S after it began (60 s under
+    # the tests' time scale): the wait stops halfway there, far past limit + grace.
+    assert all(wait_until_gone(pid, math_verify.VERIFY_TIMEOUT_S / 2) for pid in worker_pids)
 
 
 @pytest.mark.slow

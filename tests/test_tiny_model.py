@@ -85,8 +85,21 @@ def test_parameter_count_matches_hand_count(tokenizer):
     d, kv, ffn, vocab = 128, 64, 512, 263  # kv: 2 kv heads of dim 32
     attention = (d * d + d) + 2 * (d * kv + kv) + d * d  # q, k, v with biases; o without
     layer = attention + 3 * d * ffn + 2 * d  # + gate/up/down projections + two RMSNorms
-    expected = 2 * vocab * d + 2 * layer + d  # input embedding and output head, final norm
-    assert sum(p.numel() for p in model.parameters()) == expected == 560_000
+    expected = vocab * d + 2 * layer + d  # tied embeddings, final norm
+    assert sum(p.numel() for p in model.parameters()) == expected == 526_336
+
+
+def test_an_untied_model_has_an_output_layer_of_its_own_from_the_same_seed(tokenizer, tmp_path):
+    tied, untied = tiny.build_model(tokenizer, seed=3), tiny.build_model(tokenizer, seed=3, untied=True)
+    assert not untied.config.tie_word_embeddings
+    assert untied.lm_head.weight.data_ptr() != untied.model.embed_tokens.weight.data_ptr()
+    assert sum(p.numel() for p in untied.parameters()) == 526_336 + 263 * 128  # the head's vocab x hidden
+    # the rest is drawn as the tied model's, so the head is the one difference
+    assert torch.equal(untied.model.embed_tokens.weight, tied.model.embed_tokens.weight)
+    assert not torch.equal(untied.lm_head.weight, untied.model.embed_tokens.weight)
+    tiny.main(["--out", str(tmp_path / "untied"), "--untied", "--seed", "3"])
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "untied")
+    assert torch.equal(saved.lm_head.weight, untied.lm_head.weight)
 
 
 def test_model_config(tokenizer):
@@ -94,8 +107,7 @@ def test_model_config(tokenizer):
     assert model.config.vocab_size == len(tokenizer)
     assert model.config.eos_token_id == model.generation_config.eos_token_id == tokenizer.eos_token_id
     assert model.config.pad_token_id == model.generation_config.pad_token_id == tokenizer.pad_token_id
-    assert not model.config.tie_word_embeddings
-    assert model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr()
+    assert model.config.tie_word_embeddings
     assert model.config._attn_implementation == "sdpa"
     assert model.dtype == torch.float32
 

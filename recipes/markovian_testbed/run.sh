@@ -90,8 +90,10 @@ needed() {  # needed OUTPUT: true if OUTPUT must be (re)built
 echo "== 1/4 model, data, Markovian warm start"
 if needed "$OUT/init/config.json"; then
   # positions for the timing stage's longest LongCoT rollout (8B); rotary, so no weight depends on it
+  head=()
+  if ((UNTIED)); then head=(--untied); fi
   "$PYTHON" -m verl.models.tiny --out "$OUT/init" --seed "$SEED" --dims max_position_embeddings=$((8 * B + 64)) \
-    ${force_flag[@]+"${force_flag[@]}"}
+    ${head[@]+"${head[@]}"} ${force_flag[@]+"${force_flag[@]}"}
 fi
 if needed "$OUT/data/train.jsonl"; then
   "$PYTHON" -m verl.data.shift_register --out "$OUT/data" --train-size 2000 --val-size "${VAL_SIZE:-32}" \

@@ -1,6 +1,6 @@
 """A from-scratch tiny causal LM and byte-level tokenizer, so every feature runs on a CPU with no downloads.
 
-    python -m verl.models.tiny --out outputs/tiny/init [--seed 0] [--force] [--dims hidden_size=256 ...]
+    python -m verl.models.tiny --out outputs/tiny/init [--seed 0] [--force] [--untied] [--dims NAME=INT ...]
 
 The tokenizer maps each byte to one token (token id == byte value), so any text tokenizes without
 unknowns (after Unicode NFC normalisation) and an ASCII string of k characters is exactly k tokens:
@@ -48,7 +48,7 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|assistant|><think>{% endif %}"
 )
 
-# About 0.56 M parameters. Two layers suffice for the synthetic task (a label lookup needs two attention
+# About 0.5 M parameters. Two layers suffice for the synthetic task (a label lookup needs two attention
 # hops, the running sum one more read): in our runs they learned it faster per step than four layers, and
 # every step and rollout costs half as much on CPU.
 DEFAULT_DIMS = dict(
@@ -89,8 +89,15 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def build_model(tokenizer: PreTrainedTokenizerFast, seed: int = 0, **dims: int) -> Qwen2ForCausalLM:
-    """A randomly initialised Qwen2 sized by DEFAULT_DIMS (overridable); same seed -> same weights."""
+def build_model(
+    tokenizer: PreTrainedTokenizerFast, seed: int = 0, untied: bool = False, **dims: int
+) -> Qwen2ForCausalLM:
+    """A randomly initialised Qwen2 sized by DEFAULT_DIMS (overridable); same seed -> same weights.
+    `untied`: an output layer with a weight matrix of its own (as R1-Distill-Qwen-1.5B has), instead of
+    the input embedding's. Tied, one norm serves both ends, and a trained model wants them apart: the
+    Markovian testbed's warm start grows its head to 0.89 per row and shrinks its input embedding to
+    0.33, and tied, it learned the first sum of its trace only after 1500 SFT steps where untied it
+    needs 500 (docs/RESULTS.md#full_warm_start)."""
     unknown = set(dims) - set(DEFAULT_DIMS)
     if unknown:
         raise ValueError(f"build_model: unknown dims {sorted(unknown)}; allowed: {sorted(DEFAULT_DIMS)}")
@@ -98,11 +105,7 @@ def build_model(tokenizer: PreTrainedTokenizerFast, seed: int = 0, **dims: int) 
     config = Qwen2Config(
         **{**DEFAULT_DIMS, **dims},
         vocab_size=len(tokenizer),
-        # an output head of its own, as R1-Distill-Qwen-1.5B has: a tied one makes one norm serve both ends,
-        # and a trained model wants small input embeddings (the testbed's: 0.33 against the head's 0.89).
-        # Tied, one full-setting warm start needed 1500 SFT steps and never learned its first sum; untied, it
-        # reached 0.906 at step 750 (docs/RESULTS.md#full_warm_start)
-        tie_word_embeddings=False,
+        tie_word_embeddings=not untied,
         # there is no separate begin-of-sequence token: a document starts after an end, as in Qwen
         bos_token_id=eos_id,
         eos_token_id=eos_id,
@@ -118,9 +121,11 @@ def build_model(tokenizer: PreTrainedTokenizerFast, seed: int = 0, **dims: int) 
     return model
 
 
-def save_tiny(out_dir: str | Path, seed: int = 0, force: bool = False, **dims: int) -> None:
+def save_tiny(
+    out_dir: str | Path, seed: int = 0, force: bool = False, untied: bool = False, **dims: int
+) -> None:
     tokenizer = build_tokenizer()
-    model = build_model(tokenizer, seed=seed, **dims)
+    model = build_model(tokenizer, seed=seed, untied=untied, **dims)
     with atomic_dir(out_dir, force=force) as tmp:
         tokenizer.save_pretrained(tmp)
         model.save_pretrained(tmp)
@@ -143,12 +148,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="weight init seed")
     parser.add_argument("--force", action="store_true", help="overwrite a non-empty --out")
     parser.add_argument(
+        "--untied", action="store_true", help="an output layer of its own, not the input embedding's"
+    )
+    parser.add_argument(
         "--dims", nargs="*", default=[], metavar="NAME=INT", help=f"override {sorted(DEFAULT_DIMS)}"
     )
     args = parser.parse_args(argv)
     hf_logging.disable_progress_bar()  # a bar for writing one small file is noise
     try:
-        save_tiny(args.out, seed=args.seed, force=args.force, **parse_dims(args.dims))
+        save_tiny(args.out, seed=args.seed, force=args.force, untied=args.untied, **parse_dims(args.dims))
     except FileExistsError as err:
         sys.exit(f"error: {err}; use --force to overwrite it")
     except ValueError as err:

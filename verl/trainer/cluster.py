@@ -11,6 +11,7 @@ address nobody answers on. Each failure is one line naming the template's variab
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import sys
@@ -54,24 +55,59 @@ def _running(pid: int) -> bool:
     return True
 
 
-def alive_nodes(address: str) -> int:
+# Ray gives up on its own start-up after a fixed 30 s without its raylet registered (not configurable),
+# which a crowded machine can take (29.8 s measured at a load of 16 on 2 cores): then it starts again
+LOCAL_RAY_STARTS = 3
+
+
+def start_local_ray(**init_kwargs) -> None:
+    """A private Ray on this machine, `ray.init(address="local", **init_kwargs)`, started from scratch
+    again when Ray timed out on its own start-up. address="local": never the cluster a `ray start` on
+    this machine recorded in /tmp/ray/ray_current_cluster, which a plain ray.init() would join (or hang
+    on, once stopped)."""
+    import ray
+
+    for attempt in range(1, LOCAL_RAY_STARTS + 1):
+        try:
+            ray.init(address="local", **init_kwargs)
+            return
+        except Exception as error:
+            if "timed out during startup" not in str(error) or attempt == LOCAL_RAY_STARTS:
+                raise
+            ray.shutdown()
+
+
+def alive_nodes(address: str) -> int | None:
+    """The alive nodes of the cluster at `address`; None while its Ray does not answer a driver yet: a
+    head whose port answers can still be too slow for Ray's own connect timeout on a loaded machine."""
     import ray
 
     if not ray.is_initialized():
-        ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+        try:
+            ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+        except ConnectionError:
+            ray.shutdown()
+            return None
     return sum(node["Alive"] for node in ray.nodes())
 
 
 def nodes_problem(address: str, nnodes: int, timeout_s: float, head_pid: int | None) -> str | None:
-    """None once `nnodes` nodes are alive in the cluster at `address` within `timeout_s`; else why not.
-    `head_pid`: the head's `ray start --block` on this node, watched while the nodes join."""
-    deadline = time.monotonic() + timeout_s
-    problem = head_problem(address, timeout_s, head_pid)
+    """None once `nnodes` nodes are alive in the cluster at `address` within `timeout_s` of its head
+    answering; else why not. `head_pid`: the head's `ray start --block` on this node, watched while it
+    starts and while the nodes join. That head is waited for as long as it runs, not `timeout_s`: how
+    long this machine takes to start Ray says nothing about the other nodes, and a head that fails exits."""
+    problem = head_problem(address, math.inf if head_pid is not None else timeout_s, head_pid)
     if problem:
         return f"HEAD_ADDR:RAY_PORT={address}: {problem}"
-    while (alive := alive_nodes(address)) < nnodes:
+    deadline = time.monotonic() + timeout_s
+    while (alive := alive_nodes(address)) is None or alive < nnodes:
         if head_pid is not None and not _running(head_pid):
             return f"the Ray head (ray start, pid {head_pid}) exited while nodes joined"
+        if time.monotonic() >= deadline and alive is None:
+            return (
+                f"HEAD_ADDR:RAY_PORT={address}: its port answers, but Ray there did not answer a driver "
+                f"within {timeout_s:g} s (JOIN_TIMEOUT_S)"
+            )
         if time.monotonic() >= deadline:
             return (
                 f"NNODES={nnodes} (trainer.nnodes): {alive} of {nnodes} node(s) joined the cluster at "

@@ -18,7 +18,7 @@ from verl.core.trajectory import PromptItem
 from verl.data.rl_dataset import DataError
 from verl.data.tasks import load_split
 from verl.single_controller.sharded_group import ShardedWorkerGroup
-from verl.trainer.cluster import head_problem
+from verl.trainer.cluster import head_problem, start_local_ray
 from verl.trainer.delethink_ppo.ray_trainer import RayDelethinkTrainer
 from verl.trainer.disk_check import describe_disk
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
@@ -134,13 +134,9 @@ def start_ray(config: PolicyIterationConfig) -> None:
                 raise SystemExit(2)
             ray.init()  # join the running cluster; it owns the resources
         else:
-            # one CPU slot per rank even on a small machine: ranks share the cores (their threads are split).
-            # address="local": a private Ray, even where a `ray start` on this machine left its address in
-            # /tmp/ray/ray_current_cluster, which a plain ray.init() would join (or hang on, once stopped)
-            ray.init(
-                address="local", num_cpus=max(os.cpu_count() or 1, config.trainer.world_size),
-                include_dashboard=False,
-            )  # fmt: skip
+            # one CPU slot per rank even on a small machine: ranks share the cores (their threads are split)
+            cpus = max(os.cpu_count() or 1, config.trainer.world_size)
+            start_local_ray(num_cpus=cpus, include_dashboard=False)
 
 
 def start_workers(config: PolicyIterationConfig, stop: SignalStop) -> ShardedWorkerGroup:
