@@ -95,9 +95,9 @@ def build_model(
     """A randomly initialised Qwen2 sized by DEFAULT_DIMS (overridable); same seed -> same weights.
     `untied`: an output layer with a weight matrix of its own (as R1-Distill-Qwen-1.5B has), instead of
     the input embedding's. Tied, one norm serves both ends, and a trained model wants them apart: the
-    Markovian testbed's warm start grows its head to 0.89 per row and shrinks its input embedding to
-    0.33, and tied, it learned the first sum of its trace only after 1500 SFT steps where untied it
-    needs 500 (docs/RESULTS.md#full_warm_start)."""
+    full-setting testbed's warm start grows its output rows to norm 0.90 and shrinks its input embedding
+    to 0.32; tied, the first sum of its trace was still right only 0.69 of the time at SFT step 750,
+    untied 1.00 at step 500 (docs/RESULTS.md#full_warm_start)."""
     unknown = set(dims) - set(DEFAULT_DIMS)
     if unknown:
         raise ValueError(f"build_model: unknown dims {sorted(unknown)}; allowed: {sorted(DEFAULT_DIMS)}")
