@@ -5,10 +5,10 @@ import signal
 import threading
 import time
 
-import psutil
 import pytest
 
 from tests.e2e_utils import HANG_S
+from tests.scoring_inputs import BATCH_LIMIT_S, PATHOLOGICAL, boxed, cpu_seconds
 from verl.config import ConfigError, compose_config
 from verl.data.tasks import normalise_answer, read_task_rows
 from verl.trainer.config_loader import load_config
@@ -18,17 +18,6 @@ from verl.utils.reward_score.math_verify import compute_score, compute_scores
 from verl.utils.reward_score.process_pool import default_size
 
 MATH500 = VENDORED_MATH_DIR / "math500.jsonl"
-# math-verify gives up on this tower only at its own verify limit (VERIFY_TIMEOUT_S, 60 s under the tests'
-# time scale): it outlasts every shorter limit here, however crowded the machine
-PATHOLOGICAL = "</think>\\boxed{9^{9^{9^{9}}}}"
-# A limit for batches that hold PATHOLOGICAL beside well-formed answers, which it must not cut. It counts from
-# an item's hand-off to a started process (no start-up is in it), and from there a well-formed answer is
-# back within 0.01 s, 0.2 s with four busy loops crowding the two cores; the batch waits it out once.
-LIMIT_S = 5.0
-
-
-def boxed(answer) -> str:
-    return f"<think>Let me think about it.</think> The answer is \\boxed{{{answer}}}"
 
 
 @pytest.fixture
@@ -63,23 +52,18 @@ def test_a_pathological_answer_does_not_delay_well_formed_ones(pool_of_two):
     assert stuck["score"] == 0.0
 
 
-def cpu_seconds(pid: int) -> float:
-    times = psutil.Process(pid).cpu_times()
-    return times.user + times.system
-
-
 def test_a_process_past_the_limit_is_killed_and_replaced(pool_of_two):
     before = set(pool_of_two.pids())
     assert len(before) == 2
     solutions = [boxed(2), PATHOLOGICAL, boxed(3), boxed(5)]
-    scores = compute_scores(solutions, ["2", "1", "3", "4"], timeout_s=LIMIT_S)
+    scores = compute_scores(solutions, ["2", "1", "3", "4"], timeout_s=BATCH_LIMIT_S)
     assert scores == [1.0, 0.0, 1.0, 0.0]
     killed = before - set(pool_of_two.pids())
     assert len(killed) == 1
     with pytest.raises(ProcessLookupError):
         os.kill(killed.pop(), 0)
     # the pool goes on, replacing the killed process and never holding more than its size
-    scores = compute_scores([PATHOLOGICAL, boxed(4), boxed(9)], ["1", "4", "9"], timeout_s=LIMIT_S)
+    scores = compute_scores([PATHOLOGICAL, boxed(4), boxed(9)], ["1", "4", "9"], timeout_s=BATCH_LIMIT_S)
     assert scores == [0.0, 1.0, 1.0]
     assert len(pool_of_two.pids()) <= 2
 

@@ -8,10 +8,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.e2e_utils import HANG_S
+from tests.scoring_inputs import BATCH_LIMIT_S, PATHOLOGICAL, boxed, cpu_seconds
 from verl.utils.math_data import VENDORED_MATH_DIR
 from verl.utils.reward_score import (
     default_compute_score,
@@ -22,23 +22,11 @@ from verl.utils.reward_score import (
 from verl.utils.reward_score.math_verify import compute_score, compute_scores
 
 REPO = Path(__file__).resolve().parents[1]
-# sympy tries to evaluate this power tower, and math-verify gives up only at its own verify limit
-# (VERIFY_TIMEOUT_S, 60 s under the tests' time scale): an answer that outlasts every shorter limit here,
-# however crowded the machine
-PATHOLOGICAL = "</think>\\boxed{9^{9^{9^{9}}}}"
-# A limit for batches that hold PATHOLOGICAL beside well-formed answers, which it must not cut. It counts from
-# an item's hand-off to a started process (no start-up is in it), and from there a well-formed answer is
-# back within 0.01 s, 0.2 s with four busy loops crowding the two cores; the batch waits it out once.
-BATCH_LIMIT_S = 5.0
 # The limit of the item a worker is busy on when its parent is killed, below. The parent kills a worker
 # stuck this long itself, so the test kills the parent first, once it sees the worker busy on the item
 # (under a second, even on a crowded machine); the orphaned worker's watchdog then ends it at this limit
 # plus a second.
 ORPHANED_ITEM_LIMIT_S = 5.0
-
-
-def boxed(answer) -> str:
-    return f"<think>Let me think about it.</think> The answer is \\boxed{{{answer}}}"
 
 
 def reference_answers(name: str) -> list:
@@ -198,11 +186,6 @@ def test_processes_killed_from_outside_are_replaced():
         while Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":  # dead, not yet reaped
             time.sleep(0.01)
     assert compute_score("math", boxed(7), "7") == 1.0
-
-
-def cpu_seconds(pid: int) -> float:
-    times = psutil.Process(pid).cpu_times()
-    return times.user + times.system
 
 
 def run_scoring_script(body: str) -> subprocess.Popen:
