@@ -209,30 +209,21 @@ def test_long_starts_are_the_first_tokens_of_problems_past_the_whole_trace_sizes
         max_size=5,
         continuation=sft_config.ContinuationConfig(max_size=40),
         long_start=sft_config.LongStartConfig(prob=0.5, tokens=27),
-        zero_prob=1.0,  # whole traces start at 0000; long starts ignore it
     )
     rng = random.Random(3)
     examples = [sft_task.draw_training_example(rng, tokenizer, task) for _ in range(200)]
-
-    def question(prompt: list[int]) -> tuple[str, int]:
-        text = tokenizer.decode(prompt).split("<|user|>")[1].split("<|")[0].strip()
-        return shift_register.parse_question(text)
-
     starts = [(p, t) for p, t in examples if t[-1] != tokenizer.eos_token_id]
     assert 70 <= len(starts) <= 130  # about half; every other example is a whole trace ending in eos
-    sizes, start_digits = set(), ""
+    sizes = set()
     for prompt, target in starts:
-        start, n = question(prompt)
+        question = tokenizer.decode(prompt).split("<|user|>")[1].split("<|")[0].strip()
+        start, n = shift_register.parse_question(question)
         sizes.add(n)
-        start_digits += start
         # the first three steps exactly, counter starting at n: "NNN:WWWW NNN-1:WWWW NNN-2:WWWW "
         assert tokenizer.decode(target) == shift_register.solve(start, n).response[:27]
     assert min(sizes) >= 6 and max(sizes) <= 40 and len(sizes) > 15
-    # uniform registers: about a tenth of the digits are 0 (at least 280 digits: binomial sd under 5)
-    assert 0.04 <= start_digits.count("0") / len(start_digits) <= 0.16
-    whole = [(p, t) for p, t in examples if t[-1] == tokenizer.eos_token_id]
-    assert all(len(t) <= shift_register.thinking_tokens(5) + 20 for _, t in whole)  # whole traces: sizes 2..5
-    assert {question(p)[0] for p, _ in whole} == {"0000"}
+    whole = [t for p, t in examples if t[-1] == tokenizer.eos_token_id]
+    assert all(len(t) <= shift_register.thinking_tokens(5) + 20 for t in whole)  # whole traces: sizes 2..5
 
 
 def test_lr_factor_warmup_then_cosine():

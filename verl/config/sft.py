@@ -255,8 +255,7 @@ class TaskConfig:
     min_size: int = 1  # whole-trace problem sizes are drawn uniformly from [min_size, max_size]
     max_size: int = 12
     # each digit is 0 with this probability, else uniform over 0..9 (running_sum: every term; shift_register:
-    # the start register's digits, which keeps the register rich in zeros for many steps); whole traces and
-    # continuation chunks only: long starts stay uniform, like the problems past max_size they prepare for
+    # the start register's digits, which keeps the register rich in zeros for many steps)
     zero_prob: float = 0.0
     # running_sum: term i is labelled labels[i % len(labels)], also when held out (default a..z, the
     # running-sum task's own, verl/data/synthetic.py LABELS)

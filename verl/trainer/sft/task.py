@@ -3,7 +3,6 @@ continuation chunks and long starts among them, and the held-out accuracy evalua
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -48,8 +47,7 @@ def draw_training_example(
     """A whole reference trace; or with probability task.continuation.prob the chunk after a cut drawn
     uniformly among the cuts of a problem up to task.continuation_max_size (a trace too short to be cut
     stays whole), of which task.continuation.answer_prob are cut after `</think>`; or with probability
-    task.long_start.prob the start of a problem past task.max_size, its register uniform whatever
-    task.zero_prob.
+    task.long_start.prob the start of a problem past task.max_size.
     The first chunk of a long problem is not drawn: with it, one testbed warm start learned far slower
     (recipes/markovian_testbed/README.md); a long start is much shorter."""
     cont, start = task.continuation, task.long_start
@@ -68,11 +66,7 @@ def draw_training_example(
             return continuation_example(prompt, target, rng.choice(cuts), cont.params)
         return prompt, target
     if draw < cont.prob + start.prob:
-        # uniform registers, as in the problems past B that long starts prepare for: their first sums are
-        # most of the examples that train a trace's first sum, and zero-rich ones let it be learned as a
-        # copy of one digit (recipes/markovian_testbed/README.md)
-        uniform = dataclasses.replace(task, zero_prob=0.0)
-        problem = draw_training_problem(rng, uniform, task.continuation_max_size, task.max_size + 1)
+        problem = draw_training_problem(rng, task, task.continuation_max_size, task.max_size + 1)
         prompt, target = encode_example(tokenizer, problem)
         return prompt, target[: start.tokens]
     return encode_example(tokenizer, draw_training_problem(rng, task))
