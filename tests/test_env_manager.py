@@ -14,6 +14,7 @@ import pytest
 import ray
 
 from tests.e2e_utils import tiny_config
+from verl.config import ConfigError
 from verl.core.engine import SamplingParams
 from verl.env_manager.engine import HFEngineServer, RemoteEngine
 from verl.env_manager.global_dataset import GlobalDataset
@@ -58,6 +59,7 @@ class Rounds:
     step1_one_worker: tuple
     val_capped: tuple
     engine_max_rows: int
+    engine_calls: list  # generate calls each of the two-worker instance's engine handles served
 
 
 def make_config(tiny_assets, run_dir, plugin, *extra):
@@ -91,6 +93,21 @@ def engine(tiny_assets, ray_session):
     ray.kill(handle)
 
 
+@ray.remote(num_cpus=0)
+class CountingEngine:
+    """An engine handle that counts the requests it serves and passes them on to the shared engine."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.count = inner, 0
+
+    async def generate_one(self, prompt_ids, sampling_params):
+        self.count += 1
+        return await self.inner.generate_one.remote(prompt_ids, sampling_params)
+
+    def calls(self) -> int:
+        return self.count
+
+
 @pytest.fixture(scope="module")
 def rounds(tiny_assets, ray_session, tmp_path_factory, plugin, engine):
     from transformers import AutoTokenizer
@@ -105,8 +122,10 @@ def rounds(tiny_assets, ray_session, tmp_path_factory, plugin, engine):
     val_items = load_prompts(config.data.val_files, tokenizer, "prompt", 96, True)
     assert len(val_items) == VAL_ROWS
 
+    # two handles for two workers (one engine behind both): each worker must use its own handle
+    counting = [CountingEngine.remote(engine) for _ in range(2)]
     two = EnvManagerRollout(
-        config, [engine], train_items, val_items,
+        config, counting, train_items, val_items,
         EnvManagerConfig(num_workers=2, num_groups=NUM_GROUPS, num_val_groups=3), run_name="em_two",
     )  # fmt: skip
     one = EnvManagerRollout(
@@ -119,10 +138,13 @@ def rounds(tiny_assets, ray_session, tmp_path_factory, plugin, engine):
             step1=two.collect(1), step2=two.collect(2), val=two.validate(), val_again=two.validate(),
             step1_one_worker=one.collect(1), val_capped=one.validate(),
             engine_max_rows=ray.get(engine.max_rows_per_forward.remote()),
+            engine_calls=ray.get([c.calls.remote() for c in counting]),
         )  # fmt: skip
     finally:
         two.shutdown()
         one.shutdown()
+        for handle in counting:
+            ray.kill(handle)
 
 
 def token_ids(trajectories):
@@ -163,6 +185,14 @@ def test_same_seed_same_items_and_tokens_across_fresh_instances(rounds):
     assert rounds.engine_max_rows > 1  # the env managers' requests were batched in the engine
 
 
+def test_rollout_worker_i_uses_engine_handle_i(rounds):
+    # two workers, two handles: both serve requests (rollout worker i calls handle i mod 2), and together
+    # exactly one request per model turn of the two-worker instance's rounds
+    turns = sum(t.num_turns for r in (rounds.step1, rounds.step2, rounds.val, rounds.val_again) for t in r[1])
+    assert all(calls > 0 for calls in rounds.engine_calls)
+    assert sum(rounds.engine_calls) == turns
+
+
 @pytest.mark.parametrize(
     "env_manager, message",
     [
@@ -175,6 +205,42 @@ def test_bad_env_manager_settings_are_rejected(tiny_assets, tmp_path, plugin, en
     config = make_config(tiny_assets, tmp_path, plugin)
     with pytest.raises(ValueError, match=message):
         EnvManagerRollout(config, ["engine"], [], [], env_manager)
+
+
+def test_a_group_count_that_does_not_divide_the_batch_is_a_config_error(tiny_assets, tmp_path):
+    # caught when the config loads, not when the first round finds its groups uneven: 6 prompts in
+    # 4 groups leave 2 over; 3 groups (2 episodes each) or -1 (one group per prompt) are fine
+    em = "actor_rollout_ref.rollout.env_manager"
+
+    def load(num_groups):
+        overrides = [f"{em}.enable=true", f"{em}.num_groups={num_groups}", "data.train_batch_size=6"]
+        return tiny_config("tiny_longcot", tiny_assets, tmp_path, *overrides)
+
+    uneven = rf"{em}.num_groups=4: must be -1 or divide data.train_batch_size=6"
+    with pytest.raises(ConfigError, match=uneven):
+        load(4)
+    for num_groups in (3, -1):
+        assert EnvManagerRollout.config_problems(load(num_groups)) == []
+
+
+def test_unshuffled_training_takes_rows_in_file_order_and_val_groups_default_to_train_groups(
+    tiny_assets, ray_session, tmp_path, plugin
+):
+    from verl.core.trajectory import PromptItem
+
+    # data.shuffle=false: episode seed s gets row s mod n, every epoch in file order (no round is run, so
+    # the engine is never called: a placeholder handle does)
+    config = make_config(tiny_assets, tmp_path, plugin, "data.shuffle=false")
+    items = [PromptItem([i + 1], "src", "0") for i in range(5)]
+    rollout = EnvManagerRollout(
+        config, ["engine"], items, items, EnvManagerConfig(num_groups=NUM_GROUPS), run_name="em_file_order"
+    )
+    try:
+        train = rollout.datasets["train"]
+        assert [ray.get(train.get_data_item.remote(s))[0] for s in range(7)] == [0, 1, 2, 3, 4, 0, 1]
+        assert rollout.num_val_groups == NUM_GROUPS  # num_val_groups=-1: as many as training has
+    finally:
+        rollout.shutdown()
 
 
 def test_validation_visits_every_row_once_with_parallel_workers(rounds):
@@ -239,6 +305,32 @@ def test_scheduler_round_ends_in_group_episode_member_order():
     scheduler.release(0, 1, scheduler.get_episode_id(0, 1))
     with pytest.raises(RuntimeError, match="fewer than 2 member trajectories"):
         scheduler.end_round()
+
+
+def test_scheduler_refuses_calls_once_the_round_has_ended():
+    # a member still asking after end_round must fail loudly, not be handed episodes of a round whose
+    # trajectories were already returned (they would be lost)
+    scheduler = EpisodeScheduler()
+    scheduler.begin_round(num_groups=1, group_size=1, episodes_per_group=2)
+    scheduler.put(0, 0, scheduler.get_episode_id(0, 0), "0_0", 0, "only")
+    scheduler.release(0, 0, scheduler.get_episode_id(0, 0))
+    assert [r.trajectory for r in scheduler.end_round()] == ["only"]
+    with pytest.raises(RuntimeError, match="no round in progress"):
+        scheduler.get_episode_id(0, 0)
+    with pytest.raises(RuntimeError, match="no round in progress"):
+        scheduler.end_round()
+
+
+def test_scheduler_rejects_releasing_an_episode_twice():
+    # a released episode is closed like a put one: a second release or a late put is an error that says so
+    scheduler = EpisodeScheduler()
+    scheduler.begin_round(num_groups=1, group_size=1, episodes_per_group=None)
+    episode_id = scheduler.get_episode_id(0, 0)
+    scheduler.release(0, 0, episode_id)
+    with pytest.raises(ValueError, match="already has its trajectory"):
+        scheduler.release(0, 0, episode_id)
+    with pytest.raises(ValueError, match="already has its trajectory"):
+        scheduler.put(0, 0, episode_id, "0_0", 0, "late")
 
 
 def test_member_seeds_follow_the_episode_in_training_and_the_row_in_validation():

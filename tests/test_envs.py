@@ -27,11 +27,12 @@ from verl.envs import (
     make_env,
     register_env,
 )
-from verl.envs.base import close_open_envs, open_env_count
+from verl.envs.base import close_env, close_open_envs, open_env_count
 from verl.envs.calculator import calculator_reply
 from verl.envs.plugins import import_plugins
 from verl.envs.report import CompletionsLog, env_metrics
 from verl.utils.fs import read_jsonl
+from verl.utils.seeding import chunk_seed
 from verl.workers.reward_manager import NaiveRewardManager
 
 PLUGIN = Path(__file__).parent / "assets" / "gym_plugin.py"
@@ -49,13 +50,14 @@ def plugin():
 
 
 class ScriptedEngine(RolloutEngine):
-    """Replies with the given texts in turn (each ending in EOS); records every prompt."""
+    """Replies with the given texts in turn (each ending in EOS); records every prompt and sampling seed."""
 
     def __init__(self, tokenizer, replies):
-        self.tokenizer, self.replies, self.prompts = tokenizer, list(replies), []
+        self.tokenizer, self.replies, self.prompts, self.seeds = tokenizer, list(replies), [], []
 
     async def generate(self, prompt_ids, sampling_params):
         self.prompts.append(list(prompt_ids))
+        self.seeds.append(sampling_params.seed)
         ids = self.tokenizer(self.replies.pop(0), add_special_tokens=False)["input_ids"] + [EOS]
         return GenerateOutput(ids, [-1.0] * len(ids), "stop")
 
@@ -78,6 +80,25 @@ def episode(tokenizer, env_config, replies, ctx=None, max_turns=4, timeout=HANG_
     )  # fmt: skip
     return traj, engine, env
 
+
+class ScriptedStepsEnv(Env):
+    """Answers each step with the next `env_config["steps"]` entry (observation, reward, done) and an empty
+    info; its reset info records the request's seed and trajectory id; closing raises with close_raises."""
+
+    async def reset(self, request):
+        self.steps = [tuple(s) for s in self.env_config.get("steps", [])]
+        return request.question, {"seed": request.seed, "trajectory_id": request.trajectory_id}, None
+
+    async def step(self, messages):
+        return (*self.steps.pop(0), {})
+
+    async def close(self):
+        if self.env_config.get("close_raises"):
+            raise RuntimeError("close exploded")
+
+
+if "scripted_steps" not in ENVS:  # the module is imported once per process; the registry refuses repeats
+    register_env("scripted_steps")(ScriptedStepsEnv)
 
 # -- registries, names, plugins ----------------------------------------------------------------------
 
@@ -352,3 +373,125 @@ def test_completions_log_truncates_on_resume(tmp_path):
     assert [r["step"] for r in lines] == [1, 1, 2, 2]
     CompletionsLog(tmp_path, resume_step=None)  # a fresh run starts a fresh file
     assert (tmp_path / "completions.jsonl").read_text() == ""
+
+
+# -- episode bookkeeping: rewards, seeds, limits, ids, closing ---------------------------------------
+
+
+def test_env_request_question_is_the_last_user_message():
+    # a few-shot prompt holds earlier user turns; the question the env judges is the last one
+    messages = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "a1 b1"},
+        {"role": "assistant", "content": "2"},
+        {"role": "user", "content": "a3 b5"},
+    ]
+    assert EnvRequest(messages, "s", "8").question == "a3 b5"
+    assert EnvRequest([{"role": "system", "content": "x"}], "s", "").question == ""
+
+
+def test_delethink_context_manager_leaves_system_messages_and_honours_think_end(tokenizer):
+    # only assistant thinking is trimmed: a long system prompt is an instruction, not carry-over
+    ctx = make_context_manager({"name": "delethink", "keep_head": 2, "keep_tail": 3}, tokenizer)
+    history = [
+        {"role": "system", "content": "a long system prompt"},
+        {"role": "user", "content": "question"},
+        {"role": "assistant", "content": "abcdefghij</think>x"},
+    ]
+    assert [m["content"] for m in ctx.manage_context(history, "t0")] == [
+        "a long system prompt", "question", "abhij</think>x",
+    ]  # fmt: skip
+    # a configured think_end is where the thinking ends (byte-level tokenizer: one character, one token)
+    ctx = make_context_manager(
+        {"name": "delethink", "keep_head": 2, "keep_tail": 3, "think_end": "</reason>"}, tokenizer
+    )
+    assert ctx.think_end == "</reason>"
+    managed = ctx.manage_context([{"role": "assistant", "content": "abcdefghij</reason>ok"}], "t0")
+    assert managed == [{"role": "assistant", "content": "abhij</reason>ok"}]
+
+
+def test_env_reward_is_the_sum_of_the_step_rewards_and_max_turns_truncates(tokenizer):
+    steps = [["o1", 0.25, False], ["o2", 0.5, False], ["o3", 1.0, False]]  # never done
+    traj, _, _ = episode(
+        tokenizer, {"name": "scripted_steps", "steps": steps}, ["r1", "r2", "r3"], max_turns=3
+    )
+    assert traj.info["step_rewards"] == [0.25, 0.5, 1.0]
+    assert traj.info["env_reward"] == 1.75  # 0.25 + 0.5 + 1.0, not the last step's reward
+    assert traj.info["truncated"] and traj.num_turns == 3 and "error" not in traj.info
+
+
+def test_each_turn_samples_with_its_chunk_seed(tokenizer):
+    # turn 0 keeps the trajectory's seed (3, from the episode helper), later turns get derived ones
+    traj, engine, _ = episode(tokenizer, {"name": "flaky"}, ["r1", "r2", "r3"], max_turns=3)
+    assert traj.num_turns == 3
+    assert engine.seeds == [3, chunk_seed(3, 1), chunk_seed(3, 2)]
+    assert len(set(engine.seeds)) == 3
+
+
+def test_a_failed_episode_is_not_counted_as_truncated(tokenizer):
+    # truncated means "ran out of turns or prompt room"; an env error is reported as an error instead
+    traj, _, _ = episode(tokenizer, {"name": "flaky", "fail": "raise"}, ["r1"], max_turns=3)
+    assert traj.info["error"] == "step raised RuntimeError('step exploded')"
+    assert traj.info["truncated"] is False
+
+
+def test_none_observation_is_only_allowed_once_done(tokenizer):
+    not_done = {"name": "scripted_steps", "steps": [[None, 0.0, False]]}
+    traj, _, _ = episode(tokenizer, not_done, ["r1"])
+    assert traj.info["error"] == "step's observation must be a str (or None when done), got NoneType"
+    done = {"name": "scripted_steps", "steps": [[None, 1.0, True]]}
+    traj, _, _ = episode(tokenizer, done, ["r1"])
+    assert "error" not in traj.info and traj.info["env_reward"] == 1.0 and not traj.info["truncated"]
+
+
+def test_max_prompt_tokens_allows_a_prompt_of_exactly_that_length(tokenizer):
+    first_prompt = encode_prompt(tokenizer, "a3 b5")  # what the episode helper's request templates to
+
+    def run(limit):
+        engine = ScriptedEngine(tokenizer, ["r1", "r2"])
+        traj = asyncio.run(
+            run_episode(
+                make_env({"name": "flaky"}), None, engine, tokenizer, request(), SamplingParams(8, seed=3),
+                max_turns=2, max_prompt_tokens=limit,
+            )
+        )  # fmt: skip
+        return traj, engine.prompts
+
+    # the first prompt fits exactly and is sampled; the second (longer) one is not
+    at_limit, prompts = run(len(first_prompt))
+    assert prompts == [first_prompt]
+    r1 = tokenizer("r1", add_special_tokens=False)["input_ids"] + [EOS]
+    assert at_limit.num_turns == 1 and at_limit.turns[0].response_ids == r1
+    assert at_limit.info["truncated"]
+    # not even the first prompt fits: nothing sampled, the untrainable stand-in turn
+    below, prompts = run(len(first_prompt) - 1)
+    assert prompts == [] and below.num_turns == 1 and below.turns[0].response_ids == []
+    assert below.info["truncated"]
+
+
+def test_gym_loop_names_the_trajectory_by_its_seed_and_records_a_failing_close(tokenizer):
+    item = PromptItem(
+        [1], "s", "", messages=[{"role": "user", "content": "q"}],
+        env_config={"name": "scripted_steps", "steps": [["o", 1.0, True]], "close_raises": True},
+    )  # fmt: skip
+    loop = GymAgentLoop(ScriptedEngine(tokenizer, ["r1"]), tokenizer=tokenizer, max_turns=2)
+    traj = asyncio.run(loop.run(item, SamplingParams(4, seed=7)))
+    # a seeded trajectory's id is its seed, so a context manager keyed by it sees the same id on a rerun
+    assert traj.info["trajectory_infos"][0] == {"seed": 7, "trajectory_id": "7"}
+    # the episode itself went fine; the close error is logged after the step infos, not as an episode error
+    assert traj.info["trajectory_infos"][-1] == {"error": "close failed: RuntimeError('close exploded')"}
+    assert "error" not in traj.info and traj.info["env_reward"] == 1.0
+    unseeded = asyncio.run(
+        GymAgentLoop(ScriptedEngine(tokenizer, ["r1"]), tokenizer=tokenizer, max_turns=2).run(
+            item, SamplingParams(4)
+        )
+    )
+    trajectory_id = unseeded.info["trajectory_infos"][0]["trajectory_id"]
+    assert len(trajectory_id) == 32 and trajectory_id != "None"  # a fresh uuid
+
+
+def test_close_env_closes_once(tokenizer):
+    env = make_env({"name": "flaky"})
+    assert asyncio.run(close_env(env, 1.0)) is None
+    assert asyncio.run(close_env(env, 1.0)) is None  # already closed: nothing to do
+    assert env.closed == 1

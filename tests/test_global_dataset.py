@@ -154,3 +154,29 @@ def test_traversal_across_concurrent_callers_then_reset_through_the_manager(ray_
         drop_global_dataset("gd_walk", "traversal")
         for actor in [*callers, gate]:
             ray.kill(actor)
+
+
+def test_a_second_caller_with_another_traversal_limit_is_refused(ray_session):
+    # the limit decides which rows a walk hands out, so two callers that disagree on it must not share an
+    # actor: the later one would validate on the first one's rows without knowing
+    get_global_dataset("gd_limit", "traversal", ROWS, limit=3)
+    try:
+        with pytest.raises(ValueError, match="another shuffle_seed or limit"):
+            get_global_dataset("gd_limit", "traversal", ROWS, limit=5)
+    finally:
+        drop_global_dataset("gd_limit", "traversal")
+
+
+def test_reset_all_restarts_every_registered_traversal(ray_session):
+    # validation resets all of the run's traversal datasets at once, not only the first one registered
+    first = get_global_dataset("gd_reset_a", "traversal", ROWS)
+    second = get_global_dataset("gd_reset_b", "traversal", ROWS)
+    try:
+        for handle in (first, second):
+            assert [ray.get(handle.get_data_item.remote(None))[0] for _ in range(3)] == [0, 1, 2]
+        ray.get(get_dataset_manager().reset_all.remote())
+        for handle in (first, second):
+            assert ray.get(handle.get_data_item.remote(None)) == (0, ROWS[0])
+    finally:
+        drop_global_dataset("gd_reset_a", "traversal")
+        drop_global_dataset("gd_reset_b", "traversal")

@@ -144,3 +144,28 @@ def test_zero_rich_starts_keep_the_uniform_stream_at_zero_probability():
     # at 0.5 each start digit is 0 with probability 0.5 + 0.5 / 10
     starts = [sr.parse_question(sr.make_problem(rng, 1, 0.5).question)[0] for _ in range(4000)]
     assert sum(d == "0" for s in starts for d in s) / 16000 == pytest.approx(0.55, abs=0.02)
+
+
+def test_training_problems_never_repeat_a_validation_question(tmp_path):
+    # one-step problems have only 10^4 questions, so 2000 training draws would hit several of the 50
+    # validation questions by chance (about 10 expected): the writer must redraw those
+    sr.write_dataset(tmp_path, train_size=2000, val_size=50, min_steps=1, max_steps=1, seed=0)
+    train = [json.loads(line) for line in (tmp_path / "train.jsonl").open()]
+    val = [json.loads(line) for line in (tmp_path / "val.jsonl").open()]
+    assert len(train) == 2000 and len(val) == 50
+    assert not {r["prompt"][0]["content"] for r in val} & {r["prompt"][0]["content"] for r in train}
+
+
+def test_dataset_cli_passes_every_size_option_through(tmp_path, capsys):
+    sr.main(
+        ["--out", str(tmp_path), "--train-size", "20", "--val-size", "4", "--min-steps", "2",
+         "--max-steps", "5", "--val-min-steps", "3", "--val-max-steps", "9", "--seed", "1"]
+    )  # fmt: skip
+    assert "wrote 20 train and 4 val problems" in capsys.readouterr().out
+    train = [json.loads(line) for line in (tmp_path / "train.jsonl").open()]
+    val = [json.loads(line) for line in (tmp_path / "val.jsonl").open()]
+    assert len(train) == 20 and all(2 <= r["extra_info"]["num_steps"] <= 5 for r in train)
+    assert [r["extra_info"]["num_steps"] for r in val] == [3, 5, 7, 9]  # spread over [3, 9]
+    # the seed is passed through too: the library call with the same arguments writes the same files
+    sr.write_dataset(tmp_path / "lib", 20, 4, 2, 5, 1, 3, 9)
+    assert (tmp_path / "lib" / "train.jsonl").read_text() == (tmp_path / "train.jsonl").read_text()
