@@ -11,10 +11,9 @@
 # UNTIED: 1 gives the tiny model an output layer of its own (verl.models.tiny --untied): tied to the input
 # embedding, a full-setting warm start (seed 6) learned the first sum of its trace only by step 1500 (0.797
 # at the limit), since a trained model wants the two of very different norms; untied, every seed 1..10
-# reached its target, nine by step 750 and one at 1000 (seeds 11 and 12 not by 750: the first sums lag
-# still, learned as a copy of one digit). The demo keeps the tied one: tied, its warm starts reach their target 10
-# of 10, and untied, seed 1 learned more slowly (0.219 / 0.469 / 0.375 at steps 500 / 550 / 600; tied 0.562
-# at 500).
+# reached its target, nine by step 750 and one at 1000 (seeds 11 and 12 not by 750: step 1's sum lags still,
+# README). The demo keeps the tied one: tied, its warm starts reach their target 10 of 10, and untied, seed 1
+# learned more slowly (0.219 / 0.469 / 0.375 at steps 500 / 550 / 600; tied 0.562 at 500).
 # SFT_TARGET: the warm start's held-out T = 1 accuracy at which SFT stops (checked every SFT_CHECK_EVERY
 # steps, at most SFT_STEPS); a warm start that never gets there stops the recipe (warm_start.py).
 # CONT_PROB: the share of SFT examples that are Delethink continuation chunks. The demo's warm start stops
