@@ -5,9 +5,9 @@ Run: `nice -n 19 .venv/bin/python benchmarks/microbatch_throughput.py` (a few mi
 machine), or `--quick` (well under a minute).
 
 Model: `verl.models.tiny` (Qwen2, hidden 128, 2 layers, fp32, sdpa), random weights. Rows: the
-testbed's RL batch (recipes/markovian_testbed): problems of 14..56 shift-register steps, drawn
-uniformly, each row the chat prompt and the reference response (9(n+1) - 1 thinking tokens, then
-`</think>\\boxed{....}<|end|>`: 148..530 response tokens). `--group` rows per problem, adjacent, as
+testbed's RL batch (recipes/markovian_testbed): problems of 13..55 shift-register steps, drawn
+uniformly, each row the chat prompt and the reference response (9(n+1) thinking tokens, then
+`</think>\\boxed{....}<|end|>`: 140..518 response tokens). `--group` rows per problem, adjacent, as
 the trainer lays out a GRPO group (rollout.n = 8); `--group 1` gives every row its own length.
 Each variant runs the real `DataParallelPPOActor.update_policy` (forward, backward, AdamW step) on
 the same batch:
@@ -45,7 +45,7 @@ from verl.tools.results import Record, Table, provenance, write_record
 from verl.workers.actor.dp_actor import DataParallelPPOActor
 from verl.workers.micro_batching import length_sorted_groups
 
-MIN_STEPS, MAX_STEPS = 14, 56  # the testbed's RL problem sizes
+MIN_STEPS, MAX_STEPS = 13, 55  # the testbed's RL problem sizes
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ VARIANTS = (
 
 
 def testbed_rows(num_rows: int, group: int, seed: int) -> list[TrainRow]:
-    """`num_rows` rows, `group` adjacent rows per problem, problem sizes uniform in [14, 56] steps."""
+    """`num_rows` rows, `group` adjacent rows per problem, problem sizes uniform in [13, 55] steps."""
     tokenizer = build_tokenizer()
     rng = random.Random(seed)
     rows: list[TrainRow] = []

@@ -5,7 +5,7 @@ Run: `nice -n 19 .venv/bin/python benchmarks/shared_prefix.py` (a few minutes on
 `--quick` (well under a minute).
 
 Rows: the shift-register testbed's RL batch (recipes/markovian_testbed, full setting): `--prompts`
-problems of 14..56 steps, `--group` samples each, with the lengths of the reference responses
+problems of 13..55 steps, `--group` samples each, with the lengths of the reference responses
 (`benchmarks/microbatch_throughput.testbed_rows`) but random tokens, different in every sample: the
 samples of a group then share their prompt and nothing else, the least sharing a real batch has (a
 trained policy's samples often agree on their first thinking tokens, which Delethink carries over).

@@ -218,10 +218,10 @@ def test_eval_data_groups_and_timing_problems(tmp_path):
         source: [r["extra_info"]["num_steps"] for r in rows if r["data_source"] == source]
         for source in (report.TRAINED, report.PAST_B)
     }
-    # 128 tokens hold 13 steps; 4 x 128 = 512 hold 56
+    # 128 tokens hold 13 steps; 4 x 128 = 512 hold 55
     assert steps[report.TRAINED] == sr.problem_sizes(5, 3, 13)
-    assert steps[report.PAST_B] == sr.problem_sizes(5, 14, 56)
-    assert [r["extra_info"]["num_steps"] for r in timing] == [56, 56]
+    assert steps[report.PAST_B] == sr.problem_sizes(5, 14, 55)
+    assert [r["extra_info"]["num_steps"] for r in timing] == [55, 55]
     train = {json.loads(line)["prompt"][0]["content"] for line in (tmp_path / "train.jsonl").open()}
     questions = [r["prompt"][0]["content"] for r in rows + timing]
     assert len(set(questions)) == len(questions) and not set(questions) & train
@@ -568,16 +568,16 @@ def test_aggregate_over_seeds_counts_where_each_claim_held(tmp_path):
 
 def test_step_errors_sorts_each_thinking_token_by_the_rule_that_decides_it():
     problem = sr.solve("8103", 2)
-    assert problem.thinking == "002:8103 001:1039 000:0391"
+    assert problem.thinking == " 002:8103 001:1039 000:0391"
     kinds = step_errors.token_kinds(problem)
     zero, neither = step_errors.KINDS[2], step_errors.KINDS[3]
-    assert kinds[:9] == [(0, "counter")] * 3 + [None] + [(0, "copy")] * 4 + [None]
-    assert kinds[9:18] == [(1, "counter")] * 3 + [None] + [(1, "copy")] * 3 + [(1, neither), None]
-    assert kinds[25] == (2, zero)  # 1 + 0: the step before is 1039
+    assert kinds[:9] == [None] + [(0, "counter")] * 3 + [None] + [(0, "copy")] * 4
+    assert kinds[9:18] == [None] + [(1, "counter")] * 3 + [None] + [(1, "copy")] * 3 + [(1, neither)]
+    assert kinds[26] == (2, zero)  # 1 + 0: the step before is 1039
     assert len(kinds) == len(problem.thinking)
 
     counts: dict = {}
-    for missed in (16, None):  # two traces, the first wrong at step 1's new digit only
+    for missed in (17, None):  # two traces, the first wrong at step 1's new digit only
         step_errors.tally(kinds, [i != missed for i in range(len(kinds))], counts)
     assert counts[(1, neither)] == [1, 2] and counts[(2, zero)] == [2, 2] and counts[(0, "copy")] == [8, 8]
     assert step_errors.table(counts, show=2).splitlines()[2:] == [
@@ -605,13 +605,13 @@ def test_the_first_weak_token_is_the_earliest_in_trace_order_below_the_bar():
 def test_a_model_right_on_every_token_is_told_what_sampling_makes_of_its_doubts():
     """Where no kind of token is weak, the miss is T = 1 sampling: the probability off the reference,
     summed per kind over the response (thinking, then the answer), and the chance of following it all."""
-    problem = sr.solve("8103", 2)  # 26 thinking characters: 002:8103 001:1039 000:0391
+    problem = sr.solve("8103", 2)  # 27 thinking characters: " 002:8103 001:1039 000:0391"
     kinds = step_errors.token_kinds(problem)
     errors = step_errors.Errors({(0, "copy"): [95, 100]})
-    doubtful = [1.0] * 28  # the thinking, then two answer tokens
-    doubtful[0], doubtful[3], doubtful[26] = 0.9, 0.8, 0.5  # step 0's counter, its ':', after it
+    doubtful = [1.0] * 29  # the thinking, then two answer tokens
+    doubtful[1], doubtful[4], doubtful[27] = 0.9, 0.8, 0.5  # step 0's counter, its ':', after it
     errors.add_sampled(kinds, doubtful)
-    errors.add_sampled(kinds, [1.0] * 28)
+    errors.add_sampled(kinds, [1.0] * 29)
     # followed: (0.9 * 0.8 * 0.5 + 1) / 2 = 0.68; off the reference per trace: (0.1 + 0.2 + 0.5) / 2 = 0.4
     assert errors.followed == pytest.approx([0.36, 1.0])
     assert errors.off_reference == pytest.approx(
@@ -668,7 +668,7 @@ def test_step_errors_says_where_each_head_looks_at_the_first_steps(tiny_assets):
 
 
 def test_failure_start_names_where_a_sample_first_leaves_its_reference(tmp_path):
-    question = "<|user|>002:8103<|assistant|><think>"  # reference: 002:8103 001:1039 000:0391
+    question = "<|user|>002:8103<|assistant|><think>"  # reference: " 002:8103 001:1039 000:0391"
     answer = "</think>\\boxed{0391}<|end|>"
 
     def sample(*responses: str, mode: str = "delethink", score: float = 0.0) -> dict:
@@ -677,13 +677,13 @@ def test_failure_start_names_where_a_sample_first_leaves_its_reference(tmp_path)
 
     starts = report.FAILURE_STARTS
     cases = {
-        None: sample("002:8103 001:1039 000:0391" + answer, score=1.0),
-        starts[0]: sample("003:8103 002:1039" + answer),
-        starts[1]: sample("002:8103 001:1038 000:0381" + answer),
-        starts[3]: sample("002:8103 001:10", "39 000:0392" + answer),  # 10 tokens after the cut
-        starts[2]: sample("002:8103 001:1039 00", "0:0392" + answer),  # 5 tokens after the cut
-        starts[4]: sample("002:8103 001:1039 000:0391</think>\\boxed{0392}<|end|>"),
-        starts[5]: sample("002:8103 001:10"),
+        None: sample(" 002:8103 001:1039 000:0391" + answer, score=1.0),
+        starts[0]: sample(" 003:8103 002:1039" + answer),
+        starts[1]: sample(" 002:8103 001:1038 000:0381" + answer),
+        starts[3]: sample(" 002:8103 001:10", "39 000:0392" + answer),  # 10 tokens after the cut
+        starts[2]: sample(" 002:8103 001:1039 00", "0:0392" + answer),  # 5 tokens after the cut
+        starts[4]: sample(" 002:8103 001:1039 000:0391</think>\\boxed{0392}<|end|>"),
+        starts[5]: sample(" 002:8103 001:10"),
     }
     for expected, case in cases.items():
         assert report.failure_start(case) == expected
@@ -691,7 +691,7 @@ def test_failure_start_names_where_a_sample_first_leaves_its_reference(tmp_path)
     (tmp_path / "eval" / "heldout_sft").mkdir(parents=True)
     rows = [
         *cases.values(),
-        sample("002:8103 001:1038", mode="longcot"),
+        sample(" 002:8103 001:1038", mode="longcot"),
         {**cases[None], "thinking_budget": 512},
     ]
     (tmp_path / "eval" / "heldout_sft" / "samples.jsonl").write_text(

@@ -16,9 +16,9 @@ def test_a_hand_worked_trace():
     p = sr.solve("8153", 5)
     assert p.question == "005:8153"  # the first state, which the thinking restates
     assert sr.parse_question(p.question) == ("8153", 5)
-    assert p.thinking == "005:8153 004:1539 003:5396 002:3968 001:9682 000:6825"
+    assert p.thinking == " 005:8153 004:1539 003:5396 002:3968 001:9682 000:6825"  # each step after a space
     assert p.answer == "6825"
-    assert p.response == "005:8153 004:1539 003:5396 002:3968 001:9682 000:6825</think>\\boxed{6825}"
+    assert p.response == " 005:8153 004:1539 003:5396 002:3968 001:9682 000:6825</think>\\boxed{6825}"
     assert p.size == p.num_steps == 5
 
 
@@ -46,17 +46,17 @@ def test_every_step_follows_from_the_previous_one_alone():
 def test_thinking_length_in_tokens_at_every_size():
     tokenizer = build_tokenizer()
     rng = random.Random(1)
-    for n in (1, 9, 56, 57, 226, 227, 999):
+    for n in (1, 9, 55, 56, 226, 227, 999):
         p = sr.make_problem(rng, n)
         tokens = len(tokenizer.encode(p.thinking, add_special_tokens=False))
-        assert tokens == len(p.thinking) == sr.thinking_tokens(n) == 9 * (n + 1) - 1
+        assert tokens == len(p.thinking) == sr.thinking_tokens(n) == 9 * (n + 1)
         assert len(tokenizer.encode(p.question, add_special_tokens=False)) == sr.TOKENS_PER_STEP - 1
     # the largest n that fits a budget, and that n + 1 does not
     for budget in (8, 9, 17, 128, 512, 2048):
         n = sr.steps_for_thinking_tokens(budget)
         assert n == 0 or sr.thinking_tokens(n) <= budget
         assert sr.thinking_tokens(n + 1) > budget
-    assert sr.steps_for_thinking_tokens(512) == 56
+    assert sr.steps_for_thinking_tokens(512) == 55
     assert sr.steps_for_thinking_tokens(2048) == 226
 
 

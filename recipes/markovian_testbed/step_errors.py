@@ -4,7 +4,7 @@
 
 Feeds the reference traces of held-out shift-register problems (uniform registers, as RL and the
 evaluations draw them) and counts where the model's most likely next token is the reference's. Each
-9-token step `RRR:WWWW ` holds three kinds of token: the counter (copied from the question at step 0, then
+9-token step ` RRR:WWWW` holds three kinds of token: the counter (copied from the question at step 0, then
 one less), three register digits copied from the step before, and the new digit (a + b) mod 10 of the two
 digits it drops and keeps first. The new digit is split by whether a or b is 0, since a step that adds 0
 only copies; zero-rich training registers (task.zero_prob) make those common, and a model that answers
@@ -30,7 +30,14 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from verl.data.shift_register import COUNTER_DIGITS, TOKENS_PER_STEP, WIDTH, Problem, make_problem
+from verl.data.shift_register import (
+    COUNTER_DIGITS,
+    REGISTER_OFFSET,
+    TOKENS_PER_STEP,
+    WIDTH,
+    Problem,
+    make_problem,
+)
 from verl.trainer.sft.task import encode_example
 
 KINDS = ("counter", "copy", "new digit, a or b is 0", "new digit, neither is 0")  # in a step's order
@@ -38,7 +45,7 @@ KINDS = ("counter", "copy", "new digit, a or b is 0", "new digit, neither is 0")
 # thinking, and everything after it (`</think>`, the answer, end of sequence)
 FIXED, ANSWER = "fixed", "answer"
 RESPONSE_KINDS = (*KINDS, FIXED, ANSWER)
-NEW_DIGIT = COUNTER_DIGITS + WIDTH  # offset of the new digit within a step
+NEW_DIGIT = REGISTER_OFFSET + WIDTH - 1  # offset of the new digit within a step
 # teacher-forced accuracy below which a kind of token at one step is a rule the model lacks, not a slip:
 # a warm start at its target (0.8 of whole traces of hundreds of tokens at T = 1) is right at every
 # (step, kind) far more often than this
@@ -52,13 +59,13 @@ def token_kinds(problem: Problem) -> list[tuple[int, str] | None]:
     kinds: list[tuple[int, str] | None] = []
     for pos in range(len(thinking)):
         step, offset = divmod(pos, TOKENS_PER_STEP)
-        if offset < COUNTER_DIGITS:
+        if 1 <= offset <= COUNTER_DIGITS:  # after the space a step opens with
             kinds.append((step, KINDS[0]))
         elif offset == NEW_DIGIT and step > 0:
-            before = (step - 1) * TOKENS_PER_STEP + COUNTER_DIGITS + 1  # the step before's register
+            before = (step - 1) * TOKENS_PER_STEP + REGISTER_OFFSET  # the step before's register
             dropped, kept = thinking[before], thinking[before + 1]
             kinds.append((step, KINDS[2] if "0" in (dropped, kept) else KINDS[3]))
-        elif COUNTER_DIGITS < offset < COUNTER_DIGITS + 1 + WIDTH:
+        elif REGISTER_OFFSET <= offset < REGISTER_OFFSET + WIDTH:
             kinds.append((step, KINDS[1]))  # step 0's register digits are copied from the question
         else:
             kinds.append(None)
@@ -172,7 +179,7 @@ def count_errors(model_dir: Path, num_problems: int, min_steps: int, max_steps: 
 # tokens whose heads --heads reports, by their offset in the thinking: the first step (a copy of the
 # question) against the first sum and two later sums, which every other step resembles
 HEAD_TOKENS = {
-    "step 0's counter, last digit": COUNTER_DIGITS - 1,
+    "step 0's counter, last digit": COUNTER_DIGITS,
     "step 1's new digit": TOKENS_PER_STEP + NEW_DIGIT,
     "step 2's new digit": 2 * TOKENS_PER_STEP + NEW_DIGIT,
     "step 5's new digit": 5 * TOKENS_PER_STEP + NEW_DIGIT,

@@ -1,30 +1,32 @@
 """A task that is Markovian by construction: step a 4-digit shift register mod 10, counting down.
 
     question:  005:8153
-    thinking:  005:8153 004:1539 003:5396 002:3968 001:9682 000:6825
+    thinking:   005:8153 004:1539 003:5396 002:3968 001:9682 000:6825
     response:  <thinking></think>\\boxed{6825}
 
 The register holds the last four digits of the lagged Fibonacci sequence x[t] = (x[t-4] + x[t-3]) mod 10:
 each step drops the first digit, shifts the other three left and appends the sum of the two it dropped
-and kept first (8153 -> 153 + (8+1) -> 1539). Every step writes its whole state, `RRR:WWWW` (the steps
-still to go, then the register), so any one complete step in the context determines the next step and
+and kept first (8153 -> 153 + (8+1) -> 1539). Every step writes its whole state after a space, ` RRR:WWWW` (the
+steps still to go, then the register), so any one complete step in the context determines the next step and
 when to stop (at 000), whatever came before it: a Delethink carry-over of two steps is all a model needs.
 The next step is a fixed-offset copy (three digits, and the counter) plus two small sums (one digit mod
 10, the counter minus one), which a small transformer learns.
 
 The question is the first state, written as a step, and the thinking opens by restating it: so the
-first step is one copy of the whole question at one offset. A question in another layout (`8153 n=005`)
+first step is one copy of the whole question at one offset. Every step, the first included, opens with a
+space: a step's context then looks the same whether it follows the prompt or another step (without the
+space, the first sum's context alone reached into the prompt, and some warm starts learned it late). A question in another layout (`8153 n=005`)
 made the first step two copies at two offsets found nowhere else in the trace, and some warm starts never
 learned the counter's (recipes/markovian_testbed/README.md).
 
-Difficulty is the step count n: the thinking is 9(n+1) - 1 tokens of the tiny byte-level tokenizer
-(9 per step), so n = 56 fits in 512 tokens and n = 226 in 2048; an error anywhere derails every later
+Difficulty is the step count n: the thinking is 9(n+1) tokens of the tiny byte-level tokenizer
+(9 per step), so n = 55 fits in 512 tokens and n = 226 in 2048; an error anywhere derails every later
 step, so accuracy falls with n. Counter values are all written with three digits, so a longer problem
 asks for no symbol a shorter one lacks, only for more steps. The verifier is exact (the final register).
 The map is a permutation of the 10^4 states (the dropped digit is recoverable), so no state is absorbing.
 
     python -m verl.data.shift_register --out DIR --train-size 2000 --val-size 64 \\
-        --min-steps 8 --max-steps 56 --seed 0
+        --min-steps 8 --max-steps 55 --seed 0
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ DATA_SOURCE = "synthetic/shift_register"
 WIDTH = 4  # digits in the register
 COUNTER_DIGITS = 3  # the step counter is zero-padded to this many digits
 MAX_STEPS = 10**COUNTER_DIGITS - 1
-TOKENS_PER_STEP = COUNTER_DIGITS + 1 + WIDTH + 1  # "RRR:WWWW" and the space after it
+TOKENS_PER_STEP = 1 + COUNTER_DIGITS + 1 + WIDTH  # " RRR:WWWW": the space, the counter, ":", the register
+REGISTER_OFFSET = 1 + COUNTER_DIGITS + 1  # where a step's register starts within it
 QUESTION = re.compile(rf"(?P<steps>\d{{{COUNTER_DIGITS}}}):(?P<start>\d{{{WIDTH}}})")  # the first state
 
 
@@ -62,13 +65,13 @@ def step(register: str) -> str:
 
 
 def thinking_tokens(num_steps: int) -> int:
-    """Length of the reference thinking of an n-step problem: n + 1 steps of 9 tokens, less one space."""
-    return TOKENS_PER_STEP * (num_steps + 1) - 1
+    """Length of the reference thinking of an n-step problem: n + 1 steps of 9 tokens."""
+    return TOKENS_PER_STEP * (num_steps + 1)
 
 
 def steps_for_thinking_tokens(tokens: int) -> int:
     """The largest n whose reference thinking fits in `tokens` (0 if even n = 0 does not fit)."""
-    return max(0, (tokens + 1) // TOKENS_PER_STEP - 1)
+    return max(0, tokens // TOKENS_PER_STEP - 1)
 
 
 def solve(start: str, num_steps: int) -> Problem:
@@ -85,7 +88,7 @@ def solve(start: str, num_steps: int) -> Problem:
         steps.append(f"{remaining:0{COUNTER_DIGITS}d}:{register}")
         if remaining:
             register = step(register)
-    return Problem(question=question, answer=register, thinking=" ".join(steps), num_steps=num_steps)
+    return Problem(question=question, answer=register, thinking="".join(" " + state for state in steps), num_steps=num_steps)
 
 
 def parse_question(question: str) -> tuple[str, int]:
@@ -164,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--train-size", type=int, default=2000)
     parser.add_argument("--val-size", type=int, default=64)
     parser.add_argument("--min-steps", type=int, default=8, help="fewest steps n of a training problem")
-    parser.add_argument("--max-steps", type=int, default=56, help="most steps n (56: fits 512 tokens)")
+    parser.add_argument("--max-steps", type=int, default=55, help="most steps n (55: fits 512 tokens)")
     parser.add_argument("--val-min-steps", type=int, default=None, help="default: --min-steps")
     parser.add_argument("--val-max-steps", type=int, default=None, help="default: --max-steps")
     parser.add_argument("--seed", type=int, default=0)
