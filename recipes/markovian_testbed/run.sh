@@ -89,11 +89,12 @@ needed() {  # needed OUTPUT: true if OUTPUT must be (re)built
 
 echo "== 1/4 model, data, Markovian warm start"
 if needed "$OUT/init/config.json"; then
-  # positions for the timing stage's longest LongCoT rollout (8B); rotary, so no weight depends on it
-  head=()
-  if ((UNTIED)); then head=(--untied); fi
+  # positions for the timing stage's longest LongCoT rollout (8B); rotary, so no weight depends on it.
+  # An output layer of its own: tied to the input embedding, whose rows a trained model wants at a third of
+  # the output rows' norm, one full-setting warm start (seed 6) learned its first sum only at the step
+  # limit and one demo warm start (seed 6) never (README.md, docs/RESULTS.md#full_warm_start)
   "$PYTHON" -m verl.models.tiny --out "$OUT/init" --seed "$SEED" --dims max_position_embeddings=$((8 * B + 64)) \
-    ${head[@]+"${head[@]}"} ${force_flag[@]+"${force_flag[@]}"}
+    --untied ${force_flag[@]+"${force_flag[@]}"}
 fi
 if needed "$OUT/data/train.jsonl"; then
   "$PYTHON" -m verl.data.shift_register --out "$OUT/data" --train-size 2000 --val-size "${VAL_SIZE:-32}" \

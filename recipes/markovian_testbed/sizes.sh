@@ -8,12 +8,6 @@
 # is the chunk count that gives Delethink the same budget B (7; delethink_chunks asks DelethinkParams).
 # TIMING_TO: the timing stage's largest budget, in B; TIMING_THREADS: its torch threads (smoke: B and 2B on
 # one thread, to stay cheap in CI: two threads on a busy machine spin while they wait for each other).
-# UNTIED: 1 gives the tiny model an output layer of its own (verl.models.tiny --untied): tied to the input
-# embedding, a full-setting warm start (seed 6) learned the first sum of its trace only by step 1500 (0.797
-# at the limit), since a trained model wants the two of very different norms; untied, every seed 1..10
-# reached its target, nine by step 750 and one at 1000 (seeds 11 and 12 not by 750: step 1's sum lags still,
-# README). The demo keeps the tied one: tied, its warm starts reach their target 10 of 10, and untied, seed 1
-# learned more slowly (0.219 / 0.469 / 0.375 at steps 500 / 550 / 600; tied 0.562 at 500).
 # SFT_TARGET: the warm start's held-out T = 1 accuracy at which SFT stops (checked every SFT_CHECK_EVERY
 # steps, at most SFT_STEPS); a warm start that never gets there stops the recipe (warm_start.py).
 # CONT_PROB: the share of SFT examples that are Delethink continuation chunks. The demo's warm start stops
@@ -44,9 +38,9 @@
 # runs' validation problems. Smoke sweeps B..2B, what claim (b) reads, and validates on 4 problems: the
 # budgets past 2B and the 32 problems are most of a smoke seed's time.
 case $SIZE in
-  full) SIZE_SETTINGS="B=512 UNTIED=1 SFT_STEPS=1500 SFT_TARGET=0.8 SFT_CHECK_EVERY=250 CONT_PROB=0.5 ZERO_PROB=0.25 ANSWER_CUTS=0 CHECK_BOTH=0 LONG_START=0.3 SWEEPS=1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 HELDOUT=192 HELDOUT_N=4 EVAL_N=4 PER_GROUP=48 TIMING=16 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2" ;;
-  demo) SIZE_SETTINGS="B=256 UNTIED=0 SFT_STEPS=1500 SFT_TARGET=0.5 SFT_CHECK_EVERY=50 CONT_PROB=0.85 ZERO_PROB=0.25 ANSWER_CUTS=0.2 CHECK_BOTH=1 LONG_START=0 SWEEPS=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 HELDOUT=192 HELDOUT_N=4 EVAL_N=2 PER_GROUP=24 TIMING=8 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2" ;;
-  smoke) SIZE_SETTINGS="B=128 UNTIED=1 SFT_STEPS=4 SFT_TARGET=0.0 SFT_CHECK_EVERY=2 CONT_PROB=0.5 ZERO_PROB=0.5 ANSWER_CUTS=0.2 CHECK_BOTH=1 LONG_START=0.1 SWEEPS=1 SFT_MICRO=1 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 HELDOUT=4 HELDOUT_N=2 EVAL_N=1 PER_GROUP=2 TIMING=2 TIMING_REPEATS=1 TIMING_TO=2 TIMING_THREADS=1 SWEEP_TO=2 VAL_SIZE=4" ;;
+  full) SIZE_SETTINGS="B=512 SFT_STEPS=1500 SFT_TARGET=0.8 SFT_CHECK_EVERY=250 CONT_PROB=0.5 ZERO_PROB=0.25 ANSWER_CUTS=0 CHECK_BOTH=0 LONG_START=0.3 SWEEPS=1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 HELDOUT=192 HELDOUT_N=4 EVAL_N=4 PER_GROUP=48 TIMING=16 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2" ;;
+  demo) SIZE_SETTINGS="B=256 SFT_STEPS=1500 SFT_TARGET=0.5 SFT_CHECK_EVERY=50 CONT_PROB=0.85 ZERO_PROB=0.25 ANSWER_CUTS=0.2 CHECK_BOTH=1 LONG_START=0 SWEEPS=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 HELDOUT=192 HELDOUT_N=4 EVAL_N=2 PER_GROUP=24 TIMING=8 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2" ;;
+  smoke) SIZE_SETTINGS="B=128 SFT_STEPS=4 SFT_TARGET=0.0 SFT_CHECK_EVERY=2 CONT_PROB=0.5 ZERO_PROB=0.5 ANSWER_CUTS=0.2 CHECK_BOTH=1 LONG_START=0.1 SWEEPS=1 SFT_MICRO=1 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 HELDOUT=4 HELDOUT_N=2 EVAL_N=1 PER_GROUP=2 TIMING=2 TIMING_REPEATS=1 TIMING_TO=2 TIMING_THREADS=1 SWEEP_TO=2 VAL_SIZE=4" ;;
   *) echo "SIZE must be full, demo or smoke, got '$SIZE'" >&2; exit 2 ;;
 esac
 # shellcheck disable=SC2086  # one NAME=VALUE word each

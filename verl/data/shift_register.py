@@ -6,18 +6,18 @@
 
 The register holds the last four digits of the lagged Fibonacci sequence x[t] = (x[t-4] + x[t-3]) mod 10:
 each step drops the first digit, shifts the other three left and appends the sum of the two it dropped
-and kept first (8153 -> 153 + (8+1) -> 1539). Every step writes its whole state after a space, ` RRR:WWWW` (the
-steps still to go, then the register), so any one complete step in the context determines the next step and
-when to stop (at 000), whatever came before it: a Delethink carry-over of two steps is all a model needs.
+and kept first (8153 -> 153 + (8+1) -> 1539). Every step writes its whole state after a space, ` RRR:WWWW`
+(the steps still to go, then the register), so any one complete step in the context determines the next step
+and when to stop (at 000), whatever came before it: a Delethink carry-over of two steps is all a model needs.
 The next step is a fixed-offset copy (three digits, and the counter) plus two small sums (one digit mod
 10, the counter minus one), which a small transformer learns.
 
 The question is the first state, written as a step, and the thinking opens by restating it: so the
 first step is one copy of the whole question at one offset. Every step, the first included, opens with a
-space: a step's context then looks the same whether it follows the prompt or another step (without the
-space, the first sum's context alone reached into the prompt, and some warm starts learned it late). A question in another layout (`8153 n=005`)
-made the first step two copies at two offsets found nowhere else in the trace, and some warm starts never
-learned the counter's (recipes/markovian_testbed/README.md).
+space, so that a step's context looks the same whether it follows the prompt or another step: without it the
+first sum's context alone reached into the prompt, and some warm starts learned that sum late. A question in
+another layout (`8153 n=005`) made the first step two copies at two offsets found nowhere else in the trace,
+and some warm starts never learned the counter's (recipes/markovian_testbed/README.md).
 
 Difficulty is the step count n: the thinking is 9(n+1) tokens of the tiny byte-level tokenizer
 (9 per step), so n = 55 fits in 512 tokens and n = 226 in 2048; an error anywhere derails every later
@@ -88,7 +88,12 @@ def solve(start: str, num_steps: int) -> Problem:
         steps.append(f"{remaining:0{COUNTER_DIGITS}d}:{register}")
         if remaining:
             register = step(register)
-    return Problem(question=question, answer=register, thinking="".join(" " + state for state in steps), num_steps=num_steps)
+    return Problem(
+        question=question,
+        answer=register,
+        thinking="".join(" " + state for state in steps),
+        num_steps=num_steps,
+    )
 
 
 def parse_question(question: str) -> tuple[str, int]:
