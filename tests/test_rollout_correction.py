@@ -489,20 +489,22 @@ def test_the_engine_in_bfloat16_shows_a_mismatch_and_float32_none(name, tiny_ass
 
 def logged_to_wandb(run_dir: Path) -> list[dict]:
     """The history of the offline wandb run in `run_dir`. wandb's service process writes it to the file
-    a moment after run.finish() has returned, so this waits for it (HANG_S at most: a safety net)."""
+    after run.finish() has returned, so this reads it again until the run's exit record is there (HANG_S
+    at most: a safety net); a read in the middle of a write sees a last record cut short."""
     deadline = time.monotonic() + HANG_S
     while True:
         (run_file,) = (run_dir / "wandb").glob("offline-run-*/run-*.wandb")
-        rows = wandb_history(run_file)
-        if rows or time.monotonic() > deadline:
+        rows, ended = wandb_history(run_file)
+        if ended or time.monotonic() > deadline:
             return rows
         time.sleep(0.2)
 
 
-def wandb_history(path: Path) -> list[dict]:
-    """The history rows (one per wandb.log) of an offline run's .wandb file: after its 7-byte header,
-    LevelDB's log format, records of protobuf `Record`s in 32 KiB blocks, each record behind a 7-byte
-    header (CRC, little-endian length, type: 1 whole, 2 first, 3 middle, 4 last part)."""
+def wandb_history(path: Path) -> tuple[list[dict], bool]:
+    """(the history rows, one per wandb.log, whether the run's exit record was written) of an offline
+    run's .wandb file: after its 7-byte header, LevelDB's log format, records of protobuf `Record`s in
+    32 KiB blocks, each record behind a 7-byte header (CRC, little-endian length, type: 1 whole, 2 first,
+    3 middle, 4 last part). Reading stops at a record the file does not hold all of yet."""
     data = path.read_bytes()
     block, pos, pending, rows = 32768, 7, b"", []
     while pos + 7 <= len(data):
@@ -511,16 +513,40 @@ def wandb_history(path: Path) -> list[dict]:
             pos += left
             continue
         length, kind = int.from_bytes(data[pos + 4 : pos + 6], "little"), data[pos + 6]
+        if pos + 7 + length > len(data):
+            break
         chunk = data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         pending = chunk if kind in (1, 2) else pending + chunk
         if kind in (1, 4):
             record = wandb_internal_pb2.Record()
             record.ParseFromString(pending)
+            if record.WhichOneof("record_type") == "exit":
+                return rows, True
             if record.WhichOneof("record_type") == "history":
                 items = record.history.item
                 rows.append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in items})
-    return rows
+    return rows, False
+
+
+def test_a_wandb_file_read_mid_write_is_not_taken_for_the_whole_run(tmp_path, monkeypatch):
+    """wandb's service writes an offline run's file after finish() returns: a read that catches it in the
+    middle of a record must neither fail nor say the run ended (it did once: a protobuf decode error)."""
+    import wandb
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run = wandb.init(project="read-back", dir=tmp_path)
+    for step in range(3):
+        run.log({"x": step})
+    run.finish()
+    rows = logged_to_wandb(tmp_path)
+    assert [row["x"] for row in rows] == [0, 1, 2]
+    (whole,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
+    data, cut = whole.read_bytes(), tmp_path / "cut.wandb"
+    for size in range(0, len(data), 7):
+        cut.write_bytes(data[:size])
+        cut_rows, ended = wandb_history(cut)
+        assert not ended and cut_rows == rows[: len(cut_rows)], size
 
 
 @pytest.mark.slow
