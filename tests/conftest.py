@@ -50,14 +50,6 @@ def tiny_assets(tmp_path_factory):
     return root
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The runs on the tiny model (marker slow: 66 tests, two thirds of the suite's time) first, each
-    file's in its order. Under pytest-xdist a worker whose queue is empty takes the end of another's, so
-    the suite then ends on short tests, not on a minute-long run that started last while the other
-    worker waits for it."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 REPO = Path(__file__).resolve().parents[1]
 _BEFORE = pytest.StashKey[object]()
 
