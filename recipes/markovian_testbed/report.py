@@ -666,9 +666,9 @@ def main(argv: list[str] | None = None) -> None:
     b_lines: list[str] = []
     if lc and dt:
         b_lines, b_verdict = claim_b(lc, dt, args.budget)
-    else:  # the demo size leaves the sweeps out: its warm start never saw a problem past B
+    else:  # the demo size leaves the sweeps out: its warm start never saw a whole trace past B
         b_verdict = not_measured(
-            "b", B_CLAIM, B_TARGET, "no budget sweeps here (the demo's warm start never saw a problem past B)"
+            "b", B_CLAIM, B_TARGET, "no budget sweeps here (the demo's warm start saw no whole trace past B)"
         )
     verdicts.append(b_verdict)
     run_dirs = {m: root / m for m in ENVIRONMENTS if (root / m / "metrics.jsonl").is_file()}

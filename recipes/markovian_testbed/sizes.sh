@@ -15,15 +15,17 @@
 # larger share of its examples are chunks (README).
 # ZERO_PROB: each digit of a warm-start problem's starting register is 0 with this probability (then
 # uniform; task.zero_prob). Zeros get SFT off its plateau (README), but a step that adds 0 is answered by
-# copying one digit, and at 0.5 the demo's whole traces (15%, the only examples that train a trace's first
-# sum) learn that shortcut: 3 of 10 warm starts miss their target, two on the first sum, one on the
+# copying one digit, and at 0.5 the demo's whole traces (then the only examples that trained a trace's
+# first sum) learn that shortcut: 3 of 10 warm starts miss their target, two on the first sum, one on the
 # counter (step_errors.py); at 0.25, 10 of 10 reach it (docs/RESULTS.md#demo). The full setting's too:
 # steps 1-3 sum the question's digits, and at 0.5 only a fifth of those sums add two non-zero digits (0.81
 # at RL): seed 6 still had them at 0.84-0.88 at step 750, every later step at 1.00 (step_errors.py).
 # LONG_START: the share of SFT examples that are long starts (task.long_start.prob), the only examples
-# besides whole traces that train copying n into the first counter: at 0.1 one full-setting seed in three
-# never learns that copy and another is slow (1 of 3 reach the target); at 0.3, 3 of 3
-# (docs/RESULTS.md#full_setting).
+# besides whole traces that train a trace's first steps (copying n into the first counter, the first
+# sums): at 0.1 one full-setting seed in three never learns that copy and another is slow (1 of 3 reach
+# the target); at 0.3, 3 of 3 (docs/RESULTS.md#full_setting). The demo's 0.1, taken from its chunks:
+# with whole traces alone (15%) training them, one demo seed in ten learned its first sum last, at
+# step 1400 (docs/RESULTS.md#full_warm_start).
 # ANSWER_CUTS: the share of continuation chunks cut after `</think>` (task.continuation.answer_prob).
 # CHECK_BOTH: 1 checks the warm start with Delethink inference too (I chunks) and stops it on the lower
 # of the two accuracies. The demo sets both (the smoke size too, so CI runs them): at B = 256 a third of
@@ -32,14 +34,14 @@
 # worse than with 0.2.
 # HELDOUT x HELDOUT_N: held-out problems of the trained sizes x samples each, at B, for the gains over the
 # warm start and claim (a); PER_GROUP x EVAL_N: problems per group x samples of the budget sweeps (claim
-# (b)), which SWEEPS=0 leaves out: the demo's warm start has no long starts, so it never saw a problem
-# past B and (b) would measure that, not the method.
+# (b)), which SWEEPS=0 leaves out: the demo's warm start never saw a whole trace past B (of such problems
+# only chunks, and long starts: their first three steps), and (b) would measure that, not the method.
 # SWEEP_TO, VAL_SIZE: smoke's alone (the other sizes: 4 and 32): the sweeps' largest budget in B, and the RL
 # runs' validation problems. Smoke sweeps B..2B, what claim (b) reads, and validates on 4 problems: the
 # budgets past 2B and the 32 problems are most of a smoke seed's time.
 case $SIZE in
   full) SIZE_SETTINGS="B=512 SFT_STEPS=1500 SFT_TARGET=0.8 SFT_CHECK_EVERY=250 CONT_PROB=0.5 ZERO_PROB=0.25 ANSWER_CUTS=0 CHECK_BOTH=0 LONG_START=0.3 SWEEPS=1 SFT_MICRO=1 SFT_EVAL=64 STEPS_DEFAULT=100 PROMPTS=16 SAMPLES=8 HELDOUT=192 HELDOUT_N=4 EVAL_N=4 PER_GROUP=48 TIMING=16 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2" ;;
-  demo) SIZE_SETTINGS="B=256 SFT_STEPS=1500 SFT_TARGET=0.5 SFT_CHECK_EVERY=50 CONT_PROB=0.85 ZERO_PROB=0.25 ANSWER_CUTS=0.2 CHECK_BOTH=1 LONG_START=0 SWEEPS=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 HELDOUT=192 HELDOUT_N=4 EVAL_N=2 PER_GROUP=24 TIMING=8 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2" ;;
+  demo) SIZE_SETTINGS="B=256 SFT_STEPS=1500 SFT_TARGET=0.5 SFT_CHECK_EVERY=50 CONT_PROB=0.75 ZERO_PROB=0.25 ANSWER_CUTS=0.2 CHECK_BOTH=1 LONG_START=0.1 SWEEPS=0 SFT_MICRO=2 SFT_EVAL=32 STEPS_DEFAULT=20 PROMPTS=8 SAMPLES=8 HELDOUT=192 HELDOUT_N=4 EVAL_N=2 PER_GROUP=24 TIMING=8 TIMING_REPEATS=3 TIMING_TO=8 TIMING_THREADS=2" ;;
   smoke) SIZE_SETTINGS="B=128 SFT_STEPS=4 SFT_TARGET=0.0 SFT_CHECK_EVERY=2 CONT_PROB=0.5 ZERO_PROB=0.5 ANSWER_CUTS=0.2 CHECK_BOTH=1 LONG_START=0.1 SWEEPS=1 SFT_MICRO=1 SFT_EVAL=4 STEPS_DEFAULT=1 PROMPTS=2 SAMPLES=2 HELDOUT=4 HELDOUT_N=2 EVAL_N=1 PER_GROUP=2 TIMING=2 TIMING_REPEATS=1 TIMING_TO=2 TIMING_THREADS=1 SWEEP_TO=2 VAL_SIZE=4" ;;
   *) echo "SIZE must be full, demo or smoke, got '$SIZE'" >&2; exit 2 ;;
 esac
