@@ -171,6 +171,34 @@ def test_claim_c_step_batch_rollout_and_per_token_growth():
     )
 
 
+def test_claim_c_in_training_is_the_median_of_the_paired_steps():
+    # Delethink / LongCoT per step: 0.5, 0.62, 0.9, 3.02 (one slow step); median 0.76 holds, the mean
+    # (1.26) would not; quartiles 0.5 + 0.75 x 0.12 and 0.9 + 0.25 x 2.12 (linear between the steps).
+    # Step 5, logged by LongCoT alone, pairs with nothing and is left out.
+    lc = [{"step": s, "timing/gen_s": 2.0} for s in (1, 2, 3, 4, 5)]
+    dt = [{"step": s, "timing/gen_s": g} for s, g in ((1, 1.0), (2, 1.24), (3, 1.8), (4, 6.04))]
+    lines, verdict = report.rollout_in_training({"longcot": lc, "delethink": dt})
+    assert verdict.value == pytest.approx(0.76) and verdict.held
+    assert verdict.measured == "0.76x (quartiles 0.59-1.43 over 4 steps)"
+    assert "(median over 4 steps" in lines[1] and lines[1].endswith("**held**")
+    slow = [{**r, "timing/gen_s": 2.2} for r in dt]  # 1.1x at every step
+    assert not report.rollout_in_training({"longcot": lc, "delethink": slow})[1].held
+    assert report.rollout_in_training({"longcot": lc}) == ([], None)
+
+
+def test_claim_c_flat_needs_longcot_to_grow_faster_than_delethink():
+    # Delethink within 1.2x (1.15x) but LongCoT growing less (1.05x): LongCoT's cost did not grow "more"
+    rows = [
+        {"budget": b, "longcot": timed(lc, 10 * b), "delethink": timed(dt, 10 * b)}
+        for b, lc, dt in ((512, 5.12, 5.12), (2048, 21.504, 23.552))
+    ]
+    lines, verdict = report.flatness(rows)
+    assert verdict.value == pytest.approx(1.15) and not verdict.held
+    assert verdict.measured == "Delethink 1.15x, LongCoT 1.05x from 512 to 2048"
+    rows[1]["longcot"] = timed(24.576, 20480)  # 1.20x: now faster than Delethink's growth
+    assert report.flatness(rows)[1].held
+
+
 def test_crossover_is_where_delethink_stays_cheaper_up_to_the_largest_budget():
     def rows(step_ratios: list[float]) -> list[dict]:
         return [
