@@ -330,11 +330,23 @@ def run_recipe(tmp_path: Path, *overrides: str, **env: str) -> subprocess.Comple
 
 @pytest.mark.slow
 def test_the_recipe_at_smoke_size_writes_every_table(tmp_path):
-    """The recipe's plumbing for one seed, stage to stage: the report and its verdicts, the figures, the
-    timing stage; the same call again finds every stage done."""
+    """The recipe's plumbing for one seed, stage to stage: STOP_AFTER=eval stops before the timing stage,
+    a call without it goes on from there to the report and its verdicts, the figures, the timing stage;
+    the same call again finds every stage done."""
+    run = tmp_path / "out"
+    before = run_recipe(tmp_path, SEED="2", SFT_ARGS="train.check_every=3", STOP_AFTER="eval")
+    assert before.returncode == 0, before.stdout[-3000:] + before.stderr[-3000:]
+    assert "STOP_AFTER=eval" in before.stdout
+    assert (run / "eval" / "delethink_rl" / "summary.json").is_file()  # the budget sweeps ran
+    assert not (run / "eval" / "timing.json").exists() and not (run / "report.md").exists()
+    done = {
+        p: p.stat().st_mtime_ns
+        for p in (run / "longcot" / "metrics.jsonl", run / "eval" / "delethink_rl" / "summary.json")
+    }
     result = run_recipe(tmp_path, SEED="2", SFT_ARGS="train.check_every=3")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    run = tmp_path / "out"
+    # the stages before timing were done: nothing of theirs is written again
+    assert "sft:" not in result.stderr and {p: p.stat().st_mtime_ns for p in done} == done
     sft = OmegaConf.load(run / "sft" / "sft_config.yaml").train
     assert (sft.check_every, sft.seed) == (3, 2)  # SFT_ARGS, and the seed
     assert OmegaConf.load(run / "longcot" / ".hydra" / "config.yaml").trainer.seed == 2
@@ -564,6 +576,15 @@ def test_aggregate_over_seeds_counts_where_each_claim_held(tmp_path):
         fake_warm_start(tmp_path / f"seed_{seed}" / "sft", seed, 0.5, [(50, 0.2), (100, 0.6)])
         verdicts = [verdict("a", a, a >= 0.95), verdict("gain_longcot", gain, True), verdict("b", None, None),
                     verdict("c_rollout", math.nan if seed == 1 else 0.8, seed != 1)]  # fmt: skip
+        if seed == 2:  # a report's own warm-start line is what the record shows for that seed
+            verdicts.insert(
+                0,
+                {
+                    **verdict("warm_start", 0.6, True),
+                    "claim": "the warm start learned it",
+                    "measured": "0.600 at SFT step 100",
+                },
+            )
         (tmp_path / f"seed_{seed}" / "verdicts.json").write_text(json.dumps(verdicts))
     # seed 3 stopped at its warm start: no report
     fake_warm_start(tmp_path / "seed_3" / "sft", 3, 0.5, [(50, 0.0), (100, 0.1)])
@@ -585,10 +606,15 @@ def test_aggregate_over_seeds_counts_where_each_claim_held(tmp_path):
     assert (record.section, record.command) == ("testbed", "SEEDS='1 2 3' run.sh")
     assert record.verdicts.seeds == [1, 2, 3]
     claims = {c.claim: c for c in record.verdicts.claims}
-    assert list(claims) == ["the warm start reached its target", "claim a", "claim gain_longcot", "claim b",
+    # the warm start's row in the words of the report that has one
+    assert list(claims) == ["the warm start learned it", "claim a", "claim gain_longcot", "claim b",
                             "claim c_rollout"]  # fmt: skip
-    warm = claims["the warm start reached its target"]
-    assert warm.measured == ["best 0.600 in 100 SFT steps"] * 2 + ["best 0.100 in 100 SFT steps"]
+    warm = claims["the warm start learned it"]
+    assert warm.measured == [
+        "best 0.600 in 100 SFT steps",
+        "0.600 at SFT step 100",
+        "best 0.100 in 100 SFT steps",
+    ]
     assert warm.held == [True, True, False]
     assert claims["claim a"].measured == ["0.9x", "1.1x", "not measured: no report"]
     assert claims["claim a"].held == [False, True, None]

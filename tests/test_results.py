@@ -128,6 +128,16 @@ def test_records_load_in_page_order(tmp_path):
         ({"readme": 1}, "readme=1 must be one of the seeds of its verdicts"),
         (
             {
+                "readme": 3,
+                "verdicts": {
+                    "seeds": [1, 2],
+                    "claims": [{"claim": "c", "target": "t", "measured": ["x", "y"], "held": [True, None]}],
+                },
+            },
+            "readme=3 must be one of the seeds of its verdicts",
+        ),
+        (
+            {
                 "verdicts": {
                     "seeds": [1, 2],
                     "claims": [{"claim": "c", "target": "t", "measured": ["x", "y"], "held": [True]}],
@@ -169,6 +179,16 @@ def test_the_readme_table_goes_between_its_markers_and_nowhere_else():
     )
     with pytest.raises(RecordError, match="must hold the line"):
         results.with_readme_table("no markers\n", ["| new |"])
+    with pytest.raises(RecordError, match="comes before"):  # the table would swallow the lines between
+        results.with_readme_table(f"{results.README_END}\nkept\n{results.README_START}\n", ["| new |"])
+
+
+def test_a_command_with_a_backtick_goes_in_a_block_not_the_meta_line():
+    # inside `...` a backtick of the command would end the code span
+    record = results.parse_record("bench", {**RECORD, "command": "X=`date` python x.py"}, "bench.yaml")
+    lines = results.render_entry(record)
+    assert lines[2].endswith("[record](results/bench.yaml)")
+    assert lines[4:7] == ["```", "X=`date` python x.py", "```"]
 
 
 def test_provenance_names_today_the_checkout_and_the_machine():

@@ -20,7 +20,9 @@
 # settings that start an output directory (these variables and sizes.sh's) are kept in
 # $OUT/run_config.json, and a later call with other ones is refused (run_config.py).
 # STOP_AFTER=sft|rl|heldout stops after the warm start, the RL runs or the held-out evaluation at B (what
-# lora_vs_full.sh compares; no sweeps, timing or report).
+# lora_vs_full.sh compares; no sweeps, timing or report); STOP_AFTER=eval after the budget sweeps, before
+# the timing stage: the one stage that needs quiet cores, so seeds may run side by side up to here and a
+# later call without STOP_AFTER times and reports them one at a time.
 # SEED seeds the model's initial weights, the warm start and both RL runs (the problems stay the same).
 # SEEDS="1 2 3" runs everything once per seed into $OUT/seed_N, then writes $OUT/aggregate.md (each claim's
 # mean and spread over the seeds and in how many it held; aggregate.py) and $OUT/record.yaml (the run's
@@ -30,7 +32,7 @@
 # quickstart's (B = 256, under 15 minutes); SIZE=smoke is CI's (seconds per stage, numbers meaningless).
 # SFT_ARGS: Hydra overrides for the warm start.
 # Usage: [PYTHON=.venv/bin/python] [SIZE=full|demo|smoke] [OUT=DIR] [SEED=N | SEEDS="N ..."] [STEPS=N] \
-#        [FORCE=1] [STOP_AFTER=sft|rl|heldout] [SFT_ARGS="..."] bash recipes/markovian_testbed/run.sh \
+#        [FORCE=1] [STOP_AFTER=sft|rl|heldout|eval] [SFT_ARGS="..."] bash recipes/markovian_testbed/run.sh \
 #        [hydra overrides for both RL runs]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -43,8 +45,8 @@ export TOKENIZERS_PARALLELISM=false
 source recipes/markovian_testbed/sizes.sh
 OUT=${OUT:-outputs/markovian_testbed_$SIZE}
 case ${STOP_AFTER:-} in
-  "" | sft | rl | heldout) ;;
-  *) echo "run.sh: STOP_AFTER must be sft, rl or heldout, got '$STOP_AFTER'" >&2; exit 2 ;;
+  "" | sft | rl | heldout | eval) ;;
+  *) echo "run.sh: STOP_AFTER must be sft, rl, heldout or eval, got '$STOP_AFTER'" >&2; exit 2 ;;
 esac
 
 STEPS=${STEPS:-$STEPS_DEFAULT}
@@ -187,6 +189,7 @@ if ((SWEEPS)); then
     delethink.max_chunks=[$dt_chunks]
 fi
 run_queued
+stop_after eval
 # rollout and update of one RL-step-sized batch at budgets B, 2B, 4B, 8B (up to TIMING_TO x B; doublings,
 # the cost curve's axis: a 6B point took 2 of the demo's 14 minutes on 2 quiet cores), both
 # models alternating in one process, end-of-sequence ignored so every sample writes its whole budget: the

@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path} differs from its records: run `make results`", file=sys.stderr)
         return 1 if stale else 0
     for path in stale:
-        path.write_text(wanted[path])
+        atomic_write_text(path, wanted[path])  # README.md too: a failed write must not cut it short
         print(f"wrote {path}")
     return 0
 
