@@ -137,6 +137,7 @@ common=(
   data.train_files=["$OUT/data/train.jsonl"] data.val_files=["$OUT/data/val.jsonl"]
   actor_rollout_ref.model.path="$OUT/sft" data.train_batch_size="$PROMPTS"
   actor_rollout_ref.actor.ppo_mini_batch_size=$((PROMPTS / 2)) actor_rollout_ref.rollout.n="$SAMPLES"
+  actor_rollout_ref.actor.optim.lr="$RL_LR"
   trainer.total_training_steps="$STEPS" trainer.save_freq="$STEPS" trainer.seed="$SEED"
 )
 for mode in longcot delethink; do
