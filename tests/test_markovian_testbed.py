@@ -350,6 +350,10 @@ def test_the_recipe_at_smoke_size_writes_every_table(tmp_path):
     sft = OmegaConf.load(run / "sft" / "sft_config.yaml").train
     assert (sft.check_every, sft.seed) == (3, 2)  # SFT_ARGS, and the seed
     assert OmegaConf.load(run / "longcot" / ".hydra" / "config.yaml").trainer.seed == 2
+    # both RL runs train at the size's RL_LR (smoke's is not the config's own, so run.sh must pass it)
+    rl_lr = float(json.loads((run / run_config.CONFIG_FILE).read_text())["RL_LR"])
+    for mode in ("longcot", "delethink"):
+        assert OmegaConf.load(run / mode / ".hydra" / "config.yaml").actor_rollout_ref.actor.optim.lr == rl_lr
     text = (run / "report.md").read_text()
     # the verdict table opens the report
     assert text.splitlines()[4] == "| claim | target | measured | verdict |"
