@@ -39,7 +39,7 @@
 # RL_LR: both RL runs' learning rate. Adam steps each weight by about the learning rate whatever the
 # gradient's signal (README): at 1e-4 both environments lost accuracy within 30 steps, and at 1e-5 the
 # full setting's 100 steps moved its warm starts (0.82-0.89 held-out) by a KL of ~1e-6 per update, gains
-# under two standard errors in 7 of 10 (README); at 3e-5, 1 of 8 over seeds 1..4
+# under two standard errors in 7 of 10 (README); at 3e-5, 1 of 10 over seeds 1..5
 # (docs/RESULTS.md#full_setting). The demo's 20 steps from a warm start at 0.5 gain at 1e-5 in 9 or 10
 # seeds of 10.
 # SWEEP_TO, VAL_SIZE: smoke's alone (the other sizes: 4 and 32): the sweeps' largest budget in B, and the RL
