@@ -11,7 +11,7 @@ from tests.e2e_utils import HANG_S
 from tests.tolerances import assert_forward_close
 from verl.core.engine import SamplingParams
 from verl.tools.cost_model import qwen2_dims, sequence_cost
-from verl.workers.rollout.hf_engine import HFRolloutEngine, prefill_inputs
+from verl.workers.rollout.hf_engine import HFRolloutEngine, prefill_groups, prefill_inputs
 from verl.workers.rollout.kv_cache import SlotKVCache
 from verl.workers.rollout.prefix_store import PrefixStore
 from verl.workers.rollout.sampler import (
@@ -640,6 +640,45 @@ def test_delethink_chunks_reuse_the_question_and_head_and_sample_the_same_tokens
     assert reusing.num_reused_prompt_tokens >= 3 * (questions + 3 * params.keep_head)
     assert reusing.num_prefill_tokens + reusing.num_reused_prompt_tokens == whole.num_prefill_tokens
     assert whole.num_reused_prompt_tokens == 0
+
+
+def test_prefill_groups_keep_each_forward_at_least_half_real_by_hand():
+    # longest first: 55 + 55 + 1 + 1 real in 4 x 55 = 220 <= 2 x 112; a fifth row would be 275 > 226
+    assert prefill_groups([1, 55, 1, 1, 55, 1]) == [[1, 4, 0, 2], [3, 5]]
+    # fresh prompts of similar lengths stay one forward (4 x 8 = 32 padded for 26 real)
+    assert prefill_groups([5, 6, 7, 8]) == [[3, 2, 1, 0]]
+    assert prefill_groups([30, 1, 1, 1]) == [[0, 1], [2, 3]]  # 2 x 30 <= 62; then 90 > 64
+    assert prefill_groups([4]) == [[0]]
+
+
+@pytest.mark.compares_runs
+def test_rows_fed_a_few_tokens_prefill_apart_from_a_long_fresh_prompt():
+    """Three prompts that continue a finished row (each feeds one token past the stored prefix) join with
+    a long fresh one: two forwards, [30, 1] and [1, 1], in slots other than the order the requests
+    came in, and the tokens of requests made one at a time."""
+    model = make_model()
+    engine = HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD)
+    stored = make_prompt(40, offset=3)
+    batch = [(stored + [7 + i], SamplingParams(max_new_tokens=3, seed=11 + i)) for i in range(3)]
+    batch.append((make_prompt(30, offset=5), SamplingParams(max_new_tokens=3, seed=10)))  # forwarded first
+
+    async def main():
+        # a long row keeps the engine busy, so the finished row's keys stay in the prefix store
+        busy = asyncio.ensure_future(engine.generate(make_prompt(5, offset=7), SamplingParams(30, seed=1)))
+        await engine.generate(stored, SamplingParams(max_new_tokens=2, seed=2))
+        outputs = await asyncio.gather(*(engine.generate(*request) for request in batch))
+        await busy
+        return outputs
+
+    outputs = asyncio.run(main())
+    # two admissions: the busy and the stored prompt (5 + 40 tokens, one forward), then the batch
+    # (30 + 3 x 1 tokens, two forwards); every decode step is one of the busy row's 29
+    assert engine.num_prefills == 2 and engine.num_prefill_tokens == 5 + 40 + 33
+    assert engine.num_forward_calls == 1 + 2 + 29
+    alone = run_one_at_a_time(HFRolloutEngine(model, eos_token_ids=[], pad_token_id=PAD), batch)
+    for out, one in zip(outputs, alone, strict=True):
+        assert out.token_ids == one.token_ids
+        assert_forward_close(torch.tensor(out.log_probs), torch.tensor(one.log_probs))
 
 
 def test_prefill_inputs_left_pad_and_mask_by_hand():
