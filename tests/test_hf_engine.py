@@ -648,6 +648,7 @@ def test_prefill_groups_keep_each_forward_at_least_half_real_by_hand():
     # fresh prompts of similar lengths stay one forward (4 x 8 = 32 padded for 26 real)
     assert prefill_groups([5, 6, 7, 8]) == [[3, 2, 1, 0]]
     assert prefill_groups([30, 1, 1, 1]) == [[0, 1], [2, 3]]  # 2 x 30 <= 62; then 90 > 64
+    assert prefill_groups([1, 4, 2, 1]) == [[1, 2, 0, 3]]  # exactly half: 4 x 4 = 2 x 8, still one
     assert prefill_groups([4]) == [[0]]
 
 
