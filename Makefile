@@ -38,6 +38,15 @@ $(STAMP): requirements.txt requirements-dev.txt setup.py
 
 install: $(STAMP)
 
+# SGLang's CPU engine beside the CPU torch, for the suite (`make demo` runs without it): its exact set,
+# without the dependencies its metadata pins (a CUDA torch and GPU kernels; requirements-sglang-cpu.txt).
+SGLANG_STAMP := $(VENV)/.sglang-installed
+$(SGLANG_STAMP): $(STAMP) requirements-sglang-cpu.txt
+	$(BIN)/uv pip install -q --python $(BIN)/python --index-strategy unsafe-best-match $(PIP_SOURCES) \
+		--no-deps -r requirements-sglang-cpu.txt
+	env -u PYTHONDONTWRITEBYTECODE SGLANG_USE_CPU_ENGINE=1 $(BIN)/python -c "import torch, sglang.srt.managers.scheduler"
+	touch $(SGLANG_STAMP)
+
 demo: $(STAMP)
 	PYTHON=$(abspath $(BIN))/python bash examples/quickstart.sh
 
@@ -56,7 +65,7 @@ demo-figure: demo
 TEST_WORKERS ?= 2
 COMPARISONS = $(shell grep -l compares_runs tests/test_*.py)
 PYTEST = env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
-test: $(STAMP)
+test: $(SGLANG_STAMP)
 	$(PYTEST) --durations=10 tests
 	ATEN_CPU_CAPABILITY=default $(PYTEST) -m compares_runs $(COMPARISONS)
 

@@ -37,6 +37,7 @@ setup(
         "tqdm>=4.70",
         "peft>=0.21",
     ],
+    entry_points={"torch.backends": ["verl_sglang_cpu = verl.workers.rollout.sglang_cpu:torch_autoload"]},
     extras_require={
         "dev": ["pytest==9.2.0", "ruff==0.17.6", "hypothesis==6.170.15", "import-linter==2.16"],
         # GPU rollout (sglang pins torch 2.14.1, CUDA 13 kernels, transformers 5.19.0) and packed

@@ -15,6 +15,7 @@ from verl.config import ConfigError, compose_config
 from verl.trainer.config_loader import config_warnings, load_config
 
 ACTOR = "actor_rollout_ref.actor"
+MODEL = "actor_rollout_ref.model"
 ROLLOUT = "actor_rollout_ref.rollout"
 DELETHINK = "algorithm.delethink"
 
@@ -156,7 +157,20 @@ BAD_VALUES = [
         "trainer.resume_mode=path",
         "trainer.resume_from_path=None: must be set when trainer.resume_mode='path'",
     ),
-    ("tiny_longcot", f"{ROLLOUT}.name=sglang", f"{ROLLOUT}.name='sglang': sglang runs on GPU only"),
+    (
+        "tiny_longcot",
+        f"{ROLLOUT}.name=sglang",
+        f"{ROLLOUT}.free_cache_engine=True: releases SGLang's memory through torch_memory_saver, which needs",
+    ),
+    (
+        "tiny_longcot",
+        [
+            f"{ROLLOUT}.name=sglang",
+            f"{ROLLOUT}.free_cache_engine=false",
+            "actor_rollout_ref.model.lora_rank=4",
+        ],
+        f"{MODEL}.lora_rank=4: SGLang's LoRA layers need a GPU (they pin host memory)",
+    ),
     (
         "tiny_longcot",
         f"{ROLLOUT}.multi_turn.max_assistant_turns=0",
@@ -265,6 +279,7 @@ GOOD_VALUES = [
     ),
     ("tiny_longcot", ["trainer.resume_mode=path", "trainer.resume_from_path=outputs/x"]),
     ("tiny_longcot", [f"{ROLLOUT}.name=sglang", "trainer.device=cuda"]),
+    ("tiny_longcot", [f"{ROLLOUT}.name=sglang", f"{ROLLOUT}.free_cache_engine=false"]),
     ("tiny_delethink", [f"{DELETHINK}.keep_head=0", f"{DELETHINK}.keep_tail=1"]),
     ("tiny_delethink", [f"{DELETHINK}.keep_tail=27"]),  # 4 + 27 = 31 < 32; intermediate = 32 - 31 = 1
     ("tiny_delethink", [f"{DELETHINK}.intermediate_max_new_tokens=32", "data.max_prompt_length=17"]),

@@ -36,13 +36,20 @@ def test_cuda_without_a_device_is_refused():
     assert reason == "trainer.device=cuda, but no CUDA device is visible"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("sglang") is not None, reason="sglang is installed")
 def test_sglang_without_the_package_is_refused(monkeypatch):
+    find_spec = importlib.util.find_spec
     monkeypatch.setattr(
-        torch.cuda, "is_available", lambda: True
-    )  # pretend a GPU so the engine check is reached
-    reason = unsupported_reason(config("trainer.device=cuda", "actor_rollout_ref.rollout.name=sglang"))
-    assert reason == "rollout.name=sglang, but sglang is not installed (pip install -e .[gpu])"
+        importlib.util, "find_spec", lambda name, *a: None if name == "sglang" else find_spec(name, *a)
+    )
+    sglang_on_cpu = config(
+        "actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.rollout.free_cache_engine=false"
+    )
+    assert unsupported_reason(sglang_on_cpu) == (
+        "rollout.name=sglang, but sglang is not installed (GPU: pip install -e .[gpu]; CPU: pip install "
+        "--no-deps -r requirements-sglang-cpu.txt)"
+    )
+    monkeypatch.undo()
+    assert unsupported_reason(sglang_on_cpu) is None  # installed here, and it runs on this CPU
 
 
 @pytest.mark.slow

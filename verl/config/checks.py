@@ -94,10 +94,18 @@ def _estimator_rules(c: PolicyIterationConfig) -> list[Rule]:
 def _device_rules(c: PolicyIterationConfig) -> list[Rule]:
     arr, device = c.actor_rollout_ref, c.trainer.device
     rules = [
+        # SGLang 0.5.23 on a CPU: its memory saver and its LoRA layers need CUDA (docs/GPU.md)
         (
-            arr.rollout.name != "sglang" or device == "cuda",
-            f"{ROLLOUT}.name",
-            f"sglang runs on GPU only, but trainer.device={device!r}; use {ROLLOUT}.name=hf on CPU",
+            arr.rollout.name != "sglang" or device == "cuda" or not arr.rollout.free_cache_engine,
+            f"{ROLLOUT}.free_cache_engine",
+            "releases SGLang's memory through torch_memory_saver, which needs a GPU; with "
+            "trainer.device=cpu set it to false",
+        ),
+        (
+            arr.rollout.name != "sglang" or device == "cuda" or not arr.model.lora_rank,
+            "actor_rollout_ref.model.lora_rank",
+            f"SGLang's LoRA layers need a GPU (they pin host memory); with trainer.device=cpu serve a LoRA "
+            f"policy with {ROLLOUT}.name=hf",
         ),
         (
             arr.model.attn_implementation != "flash_attention_2" or device == "cuda",

@@ -42,7 +42,10 @@ def unsupported_reason(config: PolicyIterationConfig) -> str | None:
 
     tr, engine = config.trainer, config.actor_rollout_ref.rollout.name
     if engine == "sglang" and importlib.util.find_spec("sglang") is None:
-        return "rollout.name=sglang, but sglang is not installed (pip install -e .[gpu])"
+        return (
+            "rollout.name=sglang, but sglang is not installed (GPU: pip install -e .[gpu]; CPU: pip install "
+            "--no-deps -r requirements-sglang-cpu.txt)"
+        )
     if tr.device == "cuda" and not torch.cuda.is_available():
         return "trainer.device=cuda, but no CUDA device is visible"
     return None

@@ -22,14 +22,19 @@ Token ids in, token ids + log-probs + finish reason out, exactly as the HF engin
   request names the current adapter (`lora_path`). The base weights are then never re-sent, so
   `release_memory` keeps them and frees the KV cache and CUDA graphs only.
 
-SGLang is imported inside the constructor: it pins a CUDA build of torch and cannot be installed on
-a CPU machine, where the pure request/response functions below still run and are tested.
+- CPU (`device="cpu"`): SGLang's own CPU path (SGLANG_USE_CPU_ENGINE=1, torch-native attention, no CUDA
+  graphs), made importable by `verl.workers.rollout.sglang_cpu`. Two GPU features have no CPU path in
+  SGLang 0.5.23: its memory saver (torch_memory_saver) and its LoRA layers (they pin host memory,
+  which a CPU-only torch cannot). Both are refused on CPU with one line, before the engine starts.
+
+SGLang is imported inside the constructor, so the pure request/response functions below run without it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import math
 import numbers
 import os
@@ -42,11 +47,13 @@ import transformers
 from verl.config import PolicyIterationConfig
 from verl.core.engine import FinishReason, GenerateOutput, RolloutEngine, SamplingParams
 from verl.models.lora_keys import ALL_LINEAR, BLOCK_LINEAR_LAYERS, LoRAKeys
+from verl.workers.rollout import sglang_cpu
 from verl.workers.rollout.hf_engine import _check_request
 
 # What SGLang's release/resume_memory_occupation can free, by tag (sglang.srt.constants).
 MEMORY_TAGS = ("weights", "kv_cache", "cuda_graph")
 ENGINE_DTYPES = ("bfloat16", "float16", "float32")
+ENGINE_DEVICES = ("cuda", "cpu")
 # SGLang 0.5.23 holds per-request seeds in an int64 tensor; 31 bits fit any signed integer type.
 SEED_MODULUS = 2**31
 
@@ -214,15 +221,123 @@ def peft_adapter_names(
         yield name.replace(infix, ".", 1), tensor
 
 
+def _check_answer(result: Any, action: str) -> None:
+    """SGLang's scheduler answers a control call with (success, message)."""
+    if isinstance(result, (tuple, list)) and len(result) >= 2 and not result[0]:
+        raise RuntimeError(f"SGLang could not {action}: {result[1]}")
+
+
 def _launch_sglang(**server_args: Any) -> Any:
+    if server_args["device"] == "cpu":
+        # before SGLang is imported: its modules read the switch at import, and its spawned processes
+        # inherit it (sglang_cpu prepares them through torch's autoload)
+        os.environ[sglang_cpu.CPU_ENGINE_ENV] = "1"
+        sglang_cpu.prepare_process()
     try:
         import sglang
     except ImportError as error:
         raise ImportError(
             "rollout.name=sglang needs SGLang, which is not installed: `pip install -e .[gpu]` on a CUDA "
-            "machine (docs/GPU.md lists the versions that go together)"
+            "machine, `pip install --no-deps -r requirements-sglang-cpu.txt` on a CPU (docs/GPU.md, README)"
         ) from error
-    return sglang.Engine(**server_args)
+    import psutil
+
+    host = psutil.Process()
+    before = {child.pid for child in host.children()}
+    # SGLang configures logging for the whole host process (`logging.basicConfig(force=True)`: the root
+    # logger's handlers replaced, its level set to the engine's log_level); the host keeps its own
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        engine = sglang.Engine(**server_args)
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    return engine, [child.pid for child in host.children() if child.pid not in before]
+
+
+def _stop_sglang(engine: Any, own_pids: Sequence[int]) -> None:
+    """`Engine.shutdown`, with its last step scoped to the engine's own processes.
+
+    SGLang 0.5.23 ends its shutdown by killing every child process of the process that hosts the engine.
+    The host here is a trainer or a test process whose other children are not SGLang's: under the
+    one-process launcher they include Ray's own processes when Ray runs beside it, and killing those
+    ends the host (Ray's driver exits when its raylet dies). During the shutdown call that kill is
+    pointed at the scheduler and detokenizer processes the engine started (and theirs).
+    """
+    import psutil
+    from sglang.srt.entrypoints import engine as engine_module
+
+    blanket_kill = engine_module.kill_process_tree
+
+    def kill_own_processes(parent_pid, include_parent=True, skip_pid=None, wait_timeout=60):
+        if parent_pid != os.getpid() or include_parent:
+            return blanket_kill(parent_pid, include_parent, skip_pid, wait_timeout)
+        processes = []
+        for pid in own_pids:
+            try:
+                process = psutil.Process(pid)
+                processes += [process, *process.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                pass
+        for process in processes:
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(processes, timeout=wait_timeout)
+
+    engine_module.kill_process_tree = kill_own_processes
+    try:
+        engine.shutdown()
+    finally:
+        engine_module.kill_process_tree = blanket_kill
+
+
+def engine_problems(
+    device: str,
+    tensor_parallel_size: int,
+    mem_fraction_static: float,
+    dtype: str,
+    max_num_seqs: int,
+    update_bucket_bytes: int,
+    eos_token_ids: Sequence[int],
+    enable_memory_saver: bool,
+    lora: LoRAKeys | None,
+) -> list[str]:
+    """Every reason the constructor's arguments cannot make an engine, found before SGLang starts."""
+    problems = []
+    if device not in ENGINE_DEVICES:
+        problems.append(f"device={device!r} must be one of {ENGINE_DEVICES}")
+    if device == "cpu" and lora is not None:
+        problems.append(
+            "a LoRA policy needs a GPU with SGLang (SGLang 0.5.23's LoRA layers pin host memory, which a "
+            "CPU-only torch cannot): on CPU serve it with rollout.name=hf"
+        )
+    if device == "cpu" and enable_memory_saver:
+        problems.append(
+            "enable_memory_saver=True needs a GPU (SGLang frees memory through torch_memory_saver, which "
+            "is CUDA-only): on CPU build the engine without it (rollout.free_cache_engine=false)"
+        )
+    if tensor_parallel_size < 1:
+        problems.append(f"tensor_parallel_size={tensor_parallel_size} must be >= 1")
+    if not 0 < mem_fraction_static <= 1:
+        problems.append(f"mem_fraction_static={mem_fraction_static} must be in (0, 1]")
+    if dtype not in ENGINE_DTYPES:
+        problems.append(f"dtype={dtype!r} must be one of {ENGINE_DTYPES}")
+    if max_num_seqs < 1:
+        problems.append(f"max_num_seqs={max_num_seqs} must be >= 1")
+    if update_bucket_bytes < 1:
+        problems.append(f"update_bucket_bytes={update_bucket_bytes} must be >= 1")
+    if not eos_token_ids:
+        problems.append("eos_token_ids is empty: a rollout could never finish with 'stop'")
+    # read the way SGLang reads it
+    if os.environ.get("SGLANG_RETURN_ORIGINAL_LOGPROB", "").lower() in ("1", "true"):
+        problems.append(
+            "SGLANG_RETURN_ORIGINAL_LOGPROB is set: SGLang would report log-probs without the "
+            "temperature, but the actor compares against log_softmax(logits / temperature)"
+        )
+    return problems
 
 
 class SGLangRolloutEngine(RolloutEngine):
@@ -239,6 +354,7 @@ class SGLangRolloutEngine(RolloutEngine):
         model_path: str,
         eos_token_ids: Sequence[int],
         *,
+        device: str = "cuda",
         tensor_parallel_size: int = 1,
         mem_fraction_static: float = 0.5,
         dtype: str = "bfloat16",
@@ -250,25 +366,10 @@ class SGLangRolloutEngine(RolloutEngine):
         lora: LoRAKeys | None = None,
         **server_args: Any,
     ):
-        problems = []
-        if tensor_parallel_size < 1:
-            problems.append(f"tensor_parallel_size={tensor_parallel_size} must be >= 1")
-        if not 0 < mem_fraction_static <= 1:
-            problems.append(f"mem_fraction_static={mem_fraction_static} must be in (0, 1]")
-        if dtype not in ENGINE_DTYPES:
-            problems.append(f"dtype={dtype!r} must be one of {ENGINE_DTYPES}")
-        if max_num_seqs < 1:
-            problems.append(f"max_num_seqs={max_num_seqs} must be >= 1")
-        if update_bucket_bytes < 1:
-            problems.append(f"update_bucket_bytes={update_bucket_bytes} must be >= 1")
-        if not eos_token_ids:
-            problems.append("eos_token_ids is empty: a rollout could never finish with 'stop'")
-        # read the way SGLang reads it
-        if os.environ.get("SGLANG_RETURN_ORIGINAL_LOGPROB", "").lower() in ("1", "true"):
-            problems.append(
-                "SGLANG_RETURN_ORIGINAL_LOGPROB is set: SGLang would report log-probs without the "
-                "temperature, but the actor compares against log_softmax(logits / temperature)"
-            )
+        problems = engine_problems(
+            device, tensor_parallel_size, mem_fraction_static, dtype, max_num_seqs, update_bucket_bytes,
+            eos_token_ids, enable_memory_saver, lora,
+        )  # fmt: skip
         if problems:
             raise ValueError("SGLangRolloutEngine: " + "; ".join(problems))
 
@@ -276,6 +377,7 @@ class SGLangRolloutEngine(RolloutEngine):
         self.vocab_size = config.vocab_size
         self.max_positions = server_args.get("context_length") or config.max_position_embeddings
         self.eos_token_ids = list(eos_token_ids)
+        self.device = device
         self.update_bucket_bytes = update_bucket_bytes
         self.enable_memory_saver = enable_memory_saver
         # Requests without a seed get one from here, so a deterministic engine never falls back to
@@ -284,6 +386,8 @@ class SGLangRolloutEngine(RolloutEngine):
         self._released: set[str] = set()
         self._weights_lost = False  # released and not pushed again since
         self._in_flight = 0
+        self.num_prompt_tokens = 0  # prompt tokens of the answered requests
+        self.num_reused_prompt_tokens = 0  # of those, the ones SGLang's radix cache held already
         # LoRA: the adapters alone follow each update; the base weights stay loaded
         self.lora = lora
         self.takes_adapters_only = lora is not None
@@ -292,7 +396,13 @@ class SGLangRolloutEngine(RolloutEngine):
         self._release_tags = MEMORY_TAGS if lora is None else tuple(t for t in MEMORY_TAGS if t != "weights")
         if lora is not None:
             server_args = {**lora_server_args(lora), **server_args}
-        self._engine = _launch_sglang(
+        if device == "cpu":
+            # the KV pool holds every running sequence at full length; SGLang sizes it from a fraction of
+            # the machine's free memory otherwise (mem_fraction_static), gigabytes for a tiny model
+            cpu_args = {"disable_cuda_graph": True, "max_total_tokens": max_num_seqs * self.max_positions}
+            server_args = {**cpu_args, **server_args}
+        self._engine, self._engine_pids = _launch_sglang(
+            device=device,
             model_path=model_path,
             tp_size=tensor_parallel_size,
             mem_fraction_static=mem_fraction_static,
@@ -335,7 +445,10 @@ class SGLangRolloutEngine(RolloutEngine):
             )
         finally:
             self._in_flight -= 1
-        return parse_output(output, self.eos_token_ids, sampling_params.max_new_tokens)
+        result = parse_output(output, self.eos_token_ids, sampling_params.max_new_tokens)
+        self.num_prompt_tokens += len(prompt_ids)
+        self.num_reused_prompt_tokens += int(output["meta_info"].get("cached_tokens") or 0)
+        return result
 
     def update_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Push new weights bucket by bucket, each moved to this process's GPU first (SGLang's
@@ -352,16 +465,23 @@ class SGLangRolloutEngine(RolloutEngine):
             self._load_adapter(named_tensors)
             return
         self._resume(["weights"])
-        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
+        on_gpu = self.device == "cuda" and torch.cuda.is_available()
+        device = torch.device("cuda", torch.cuda.current_device()) if on_gpu else None
+        # SGLang 0.5.23 takes tensors only inside a weight-update session
+        _check_answer(self._engine.begin_weight_update(), "open a weight update")
         previous = None
-        for bucket in bucket_named_tensors(named_tensors, self.update_bucket_bytes):
+        try:
+            for bucket in bucket_named_tensors(named_tensors, self.update_bucket_bytes):
+                if previous is not None:
+                    self._send_bucket(previous, device, flush_cache=False)
+                previous = bucket
             if previous is not None:
-                self._send_bucket(previous, device, flush_cache=False)
-            previous = bucket
+                # Flushing the prefix cache once, after the last bucket, drops every KV entry computed
+                # with the old weights.
+                self._send_bucket(previous, device, flush_cache=True)
+        finally:
+            _check_answer(self._engine.end_weight_update(), "close the weight update")
         if previous is not None:
-            # Flushing the prefix cache once, after the last bucket, drops every KV entry computed
-            # with the old weights.
-            self._send_bucket(previous, device, flush_cache=True)
             self._weights_lost = False
 
     def _load_adapter(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
@@ -390,16 +510,16 @@ class SGLangRolloutEngine(RolloutEngine):
     ) -> None:
         moved = [(name, tensor.detach().to(device) if device else tensor.detach()) for name, tensor in bucket]
         result = self._engine.update_weights_from_tensor(named_tensors=moved, flush_cache=flush_cache)
-        # SGLang answers (success, message) from its scheduler
-        if isinstance(result, (tuple, list)) and len(result) >= 2 and not result[0]:
-            names = [name for name, _ in bucket]
-            raise RuntimeError(f"SGLang rejected the weight update of {names[:4]}...: {result[1]}")
+        _check_answer(result, f"update the weights {[name for name, _ in bucket][:4]}...")
 
     def release_memory(self) -> None:
         """Free the weights, KV cache and CUDA graphs while the actor trains. Released weights are
         not kept: `update_weights` must run before the next `generate`."""
         if not self.enable_memory_saver:
-            raise RuntimeError("release_memory needs the engine built with enable_memory_saver=True")
+            raise RuntimeError(
+                "release_memory needs the engine built with enable_memory_saver=True, which needs a GPU "
+                "(torch_memory_saver); on CPU keep rollout.free_cache_engine=false"
+            )
         if self._in_flight:
             raise RuntimeError(f"release_memory called while {self._in_flight} requests are mid-generation")
         to_release = [t for t in self._release_tags if t not in self._released]
@@ -420,7 +540,7 @@ class SGLangRolloutEngine(RolloutEngine):
 
     def shutdown(self) -> None:
         if self._engine is not None:
-            self._engine.shutdown()
+            _stop_sglang(self._engine, self._engine_pids)
             self._engine = None
 
     @classmethod
@@ -431,6 +551,7 @@ class SGLangRolloutEngine(RolloutEngine):
         return cls(
             ref.model.path,
             eos_token_ids,
+            device=config.trainer.device,
             tensor_parallel_size=rollout.tensor_model_parallel_size,
             mem_fraction_static=rollout.gpu_memory_utilization,
             dtype=config.engine_dtype,
