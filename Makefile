@@ -44,7 +44,7 @@ SGLANG_STAMP := $(VENV)/.sglang-installed
 $(SGLANG_STAMP): $(STAMP) requirements-sglang-cpu.txt
 	$(BIN)/uv pip install -q --python $(BIN)/python --index-strategy unsafe-best-match $(PIP_SOURCES) \
 		--no-deps -r requirements-sglang-cpu.txt
-	env -u PYTHONDONTWRITEBYTECODE SGLANG_USE_CPU_ENGINE=1 $(BIN)/python -c "import torch, sglang.srt.managers.scheduler"
+	env -u PYTHONDONTWRITEBYTECODE SGLANG_USE_CPU_ENGINE=1 $(BIN)/python -W ignore -c "import torch, sglang.srt.managers.scheduler"
 	touch $(SGLANG_STAMP)
 
 demo: $(STAMP)

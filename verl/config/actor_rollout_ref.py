@@ -191,7 +191,7 @@ class EnvManagerConfig:
 
 @dataclass
 class RolloutConfig:
-    name: str = "hf"  # generation engine: hf (CPU) | sglang (GPU)
+    name: str = "hf"  # generation engine: hf (the CPU default: faster there) | sglang (GPU; runs on CPU too)
     mode: str = "async"  # agent loops call the engine concurrently
     temperature: float = 1.0  # training samples; 0 means greedy
     top_p: float = 1.0  # nucleus sampling mass
