@@ -227,7 +227,8 @@ def _check_answer(result: Any, action: str) -> None:
         raise RuntimeError(f"SGLang could not {action}: {result[1]}")
 
 
-def _launch_sglang(**server_args: Any) -> Any:
+def _launch_sglang(**server_args: Any) -> tuple[Any, list[int]]:
+    """A started `sglang.Engine`, and the processes it started."""
     if server_args["device"] == "cpu":
         # before SGLang is imported: its modules read the switch at import, and its spawned processes
         # inherit it (sglang_cpu prepares them through torch's autoload)
