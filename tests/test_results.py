@@ -35,20 +35,40 @@ def test_the_committed_pages_are_what_their_records_give():
         assert path.read_text() == text, f"{path} is stale: run `make results`"
 
 
-def test_every_link_into_the_results_page_names_an_entry_or_section_it_has():
-    anchors = set(re.findall(r'<a id="(\w+)"></a>', (REPO / results.PAGE).read_text()))
-    links = {
-        (path.relative_to(REPO).as_posix(), anchor)
-        for folder in ("docs", "recipes", "benchmarks", "examples")
-        for path in [*(REPO / folder).rglob("*.md"), *(REPO / folder).rglob("*.sh")]
-        for anchor in re.findall(r"RESULTS\.md#([\w-]+)", path.read_text())
-    } | {("README.md", a) for a in re.findall(r"RESULTS\.md#([\w-]+)", (REPO / "README.md").read_text())}
-    assert {link for link in links if link[1] not in anchors} == set()
-    assert ("README.md", "demo") in links
+def anchors_of(path: Path) -> set[str]:
+    return set(re.findall(r'<a id="(\w+)"></a>', path.read_text()))
 
 
-def test_the_committed_results_page_stays_short():
-    assert len((REPO / results.PAGE).read_text().splitlines()) < 500
+def link_sources() -> list[Path]:
+    """The files that link into the results pages: the READMEs, the docs, and the code's comments."""
+    found = [REPO / "README.md", *(REPO / "docs").glob("*.md"), REPO / "docs" / "results" / "README.md"]
+    for folder in ("recipes", "benchmarks", "examples", "verl"):
+        found += [p for ext in ("*.md", "*.sh", "*.py") for p in (REPO / folder).rglob(ext)]
+    return found
+
+
+def test_every_link_into_the_results_pages_names_an_entry_or_section_they_have():
+    index = anchors_of(REPO / results.PAGE)
+    missing, seen = [], set()
+    for path in link_sources():
+        text, where = path.read_text(), path.relative_to(REPO).as_posix()
+        for anchor in re.findall(r"RESULTS\.md#([\w-]+)", text):  # the index: a section
+            seen.add((where, "RESULTS", anchor))
+            if anchor not in index:
+                missing.append((where, "RESULTS", anchor))
+        for section, anchor in re.findall(r"results/(\w+)\.md#([\w-]+)", text):  # a section page: an entry
+            seen.add((where, section, anchor))
+            page = REPO / results.SECTION_PAGE.format(section)
+            if not page.is_file() or anchor not in anchors_of(page):
+                missing.append((where, section, anchor))
+    assert missing == []
+    assert ("README.md", "testbed", "demo") in seen
+
+
+def test_every_results_page_stays_short():
+    for path in results.pages(REPO):
+        if path.name != "README.md":
+            assert len(path.read_text().splitlines()) < 500, path
 
 
 def test_a_record_renders_its_meta_line_tables_and_notes():
@@ -56,8 +76,8 @@ def test_a_record_renders_its_meta_line_tables_and_notes():
     assert results.render_entry(record) == [
         '### <a id="bench"></a>A benchmark',
         "",
-        "2026-01-02 · commit abc1234 · 2-core CPU · method: [benchmarks/README.md](../benchmarks/README.md)"
-        " · [record](results/bench.yaml) · `python benchmarks/x.py`",
+        "2026-01-02 · commit abc1234 · 2-core CPU · method: [benchmarks/README.md]"
+        "(../../benchmarks/README.md) · [record](bench.yaml) · `python benchmarks/x.py`",
         "",
         "Two cases.",
         "",
@@ -92,13 +112,20 @@ def test_verdicts_show_each_seed_with_misses_in_bold_and_the_readme_table_one_se
         results.readme_table([record, record])
 
 
-def test_the_page_groups_records_by_section_in_the_listed_order():
+def test_the_index_lists_each_section_and_its_entries_and_a_section_page_holds_them():
     def record(name: str, section: str) -> Record:
         return Record(name, name, section, "2026-01-01", "abc", "cpu", "x")
 
-    page = results.render_page([record("g1", "gpu"), record("e1", "engine"), record("e2", "engine")])
-    assert "Contents: [The CPU rollout engine](#engine) · [The CUDA path on one GPU](#gpu)" in page
-    assert re.findall(r'^#+ <a id="(\w+)">', page, flags=re.M) == ["engine", "e1", "e2", "gpu", "g1"]
+    records = [record("g1", "gpu"), record("e1", "engine"), record("e2", "engine")]
+    index = results.render_index(records)
+    assert re.findall(r'^## <a id="(\w+)">', index, flags=re.M) == ["engine", "gpu"]
+    assert re.findall(r"^- \[(\w+)\]\(results/(\w+)\.md#(\w+)\)", index, flags=re.M) == [
+        ("e1", "engine", "e1"), ("e2", "engine", "e2"), ("g1", "gpu", "g1")
+    ]  # fmt: skip
+    engine = results.render_section(records, "engine")
+    assert re.findall(r'^### <a id="(\w+)">', engine, flags=re.M) == ["e1", "e2"]
+    assert "[All results](../RESULTS.md)" in engine
+    assert "[benchmarks/README.md](../../benchmarks/README.md)" in engine
 
 
 def test_records_load_in_page_order(tmp_path):
@@ -187,7 +214,7 @@ def test_a_command_with_a_backtick_goes_in_a_block_not_the_meta_line():
     # inside `...` a backtick of the command would end the code span
     record = results.parse_record("bench", {**RECORD, "command": "X=`date` python x.py"}, "bench.yaml")
     lines = results.render_entry(record)
-    assert lines[2].endswith("[record](results/bench.yaml)")
+    assert lines[2].endswith("[record](bench.yaml)")
     assert lines[4:7] == ["```", "X=`date` python x.py", "```"]
 
 

@@ -94,7 +94,7 @@ if needed "$OUT/init/config.json"; then
   # positions for the timing stage's longest LongCoT rollout (8B); rotary, so no weight depends on it.
   # An output layer of its own: tied to the input embedding, whose rows a trained model wants at a third of
   # the output rows' norm, one full-setting warm start (seed 6) learned its first sum only at the step
-  # limit and one demo warm start (seed 6) never (README.md, docs/RESULTS.md#full_warm_start)
+  # limit and one demo warm start (seed 6) never (README.md, docs/results/testbed.md#full_warm_start)
   "$PYTHON" -m verl.models.tiny --out "$OUT/init" --seed "$SEED" --dims max_position_embeddings=$((8 * B + 64)) \
     --untied ${force_flag[@]+"${force_flag[@]}"}
 fi

@@ -17,15 +17,15 @@
 # uniform; task.zero_prob). Zeros get SFT off its plateau (README), but a step that adds 0 is answered by
 # copying one digit, and at 0.5 the demo's whole traces (then the only examples that trained a trace's
 # first sum) learn that shortcut: 3 of 10 warm starts miss their target, two on the first sum, one on the
-# counter (step_errors.py); at 0.25, 10 of 10 reach it (docs/RESULTS.md#demo). The full setting's too:
+# counter (step_errors.py); at 0.25, 10 of 10 reach it (docs/results/testbed.md#demo). The full setting's too:
 # steps 1-3 sum the question's digits, and at 0.5 only a fifth of those sums add two non-zero digits (0.81
 # at RL): seed 6 still had them at 0.84-0.88 at step 750, every later step at 1.00 (step_errors.py).
 # LONG_START: the share of SFT examples that are long starts (task.long_start.prob), the only examples
 # besides whole traces that train a trace's first steps (copying n into the first counter, the first
 # sums): at 0.1 one full-setting seed in three never learns that copy and another is slow (1 of 3 reach
-# the target); at 0.3, 3 of 3 (docs/RESULTS.md#full_setting). The demo's 0.1, taken from its chunks:
+# the target); at 0.3, 3 of 3 (docs/results/testbed.md#full_setting). The demo's 0.1, taken from its chunks:
 # with whole traces alone (15%) training them, one demo seed in ten learned its first sum last, at
-# step 1400 (docs/RESULTS.md#full_warm_start).
+# step 1400 (docs/results/testbed.md#full_warm_start).
 # ANSWER_CUTS: the share of continuation chunks cut after `</think>` (task.continuation.answer_prob).
 # CHECK_BOTH: 1 checks the warm start with Delethink inference too (I chunks) and stops it on the lower
 # of the two accuracies. The demo sets both (the smoke size too, so CI runs them): at B = 256 a third of
@@ -40,7 +40,7 @@
 # gradient's signal (README): at 1e-4 both environments lost accuracy within 30 steps, and at 1e-5 the
 # full setting's 100 steps moved its warm starts (0.82-0.89 held-out) by a KL of ~1e-6 per update, gains
 # under two standard errors in 7 of 10 (README); at 3e-5, 1 of 10 over seeds 1..5
-# (docs/RESULTS.md#full_setting). The demo's 20 steps from a warm start at 0.5 gain at 1e-5 in 9 or 10
+# (docs/results/testbed.md#full_setting). The demo's 20 steps from a warm start at 0.5 gain at 1e-5 in 9 or 10
 # seeds of 10.
 # SWEEP_TO, VAL_SIZE: smoke's alone (the other sizes: 4 and 32): the sweeps' largest budget in B, and the RL
 # runs' validation problems. Smoke sweeps B..2B, what claim (b) reads, and validates on 4 problems: the

@@ -97,7 +97,7 @@ def build_model(
     the input embedding's. Tied, one norm serves both ends, and a trained model wants them apart: the
     full-setting testbed's warm start grows its output rows to norm 0.90 and shrinks its input embedding
     to 0.32; tied, the first sum of its trace was still right only 0.69 of the time at SFT step 750,
-    untied 1.00 at step 500 (docs/RESULTS.md#full_warm_start)."""
+    untied 1.00 at step 500 (docs/results/testbed.md#full_warm_start)."""
     unknown = set(dims) - set(DEFAULT_DIMS)
     if unknown:
         raise ValueError(f"build_model: unknown dims {sorted(unknown)}; allowed: {sorted(DEFAULT_DIMS)}")
