@@ -27,9 +27,16 @@ torch.set_num_threads(1)
 EOS, PAD = 1, 0
 
 
-def make_model(seed: int = 0, tie: bool = False, max_positions: int = 256) -> transformers.Qwen2ForCausalLM:
+# the decoder architectures of this field's models (the R1 distills are Qwen2 and Llama); Qwen2 and Qwen3
+# take the engine's prepared mask by layer type, Llama as a tensor
+ARCHITECTURES = ("Qwen2", "Qwen3", "Llama")
+
+
+def make_model(
+    seed: int = 0, tie: bool = False, max_positions: int = 256, architecture: str = "Qwen2"
+) -> transformers.PreTrainedModel:
     torch.manual_seed(seed)
-    config = transformers.Qwen2Config(
+    config = getattr(transformers, f"{architecture}Config")(
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
@@ -40,7 +47,7 @@ def make_model(seed: int = 0, tie: bool = False, max_positions: int = 256) -> tr
         tie_word_embeddings=tie,
         attn_implementation="sdpa",
     )
-    return transformers.Qwen2ForCausalLM(config).eval()
+    return getattr(transformers, f"{architecture}ForCausalLM")(config).eval()
 
 
 def make_prompt(length: int, offset: int = 0) -> list[int]:
@@ -212,8 +219,9 @@ def test_greedy_matches_hf_generate_token_for_token():
 
 
 @pytest.mark.compares_runs
-def test_log_probs_match_full_sequence_forward():
-    model = make_model()
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_log_probs_match_full_sequence_forward(architecture):
+    model = make_model(architecture=architecture)
     params = [
         SamplingParams(max_new_tokens=16, temperature=0.0),
         SamplingParams(max_new_tokens=16, temperature=1.0, seed=1),
@@ -599,8 +607,9 @@ def test_prefix_store_answers_as_a_scan_of_every_entry_does():
 
 
 @pytest.mark.compares_runs
-def test_identical_prompts_prefill_once_and_sample_as_if_apart():
-    model = make_model()
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_identical_prompts_prefill_once_and_sample_as_if_apart(architecture):
+    model = make_model(architecture=architecture)
     prompt = make_prompt(12)
     requests = [(prompt, SamplingParams(max_new_tokens=10, seed=s)) for s in range(4)]
     requests.append((make_prompt(5, offset=3), SamplingParams(max_new_tokens=10, seed=9)))
@@ -614,13 +623,14 @@ def test_identical_prompts_prefill_once_and_sample_as_if_apart():
 
 
 @pytest.mark.compares_runs
-def test_delethink_chunks_reuse_the_question_and_head_and_sample_the_same_tokens():
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_delethink_chunks_reuse_the_question_and_head_and_sample_the_same_tokens(architecture):
     from verl.agent_loop.delethink import DelethinkAgentLoop
     from verl.agent_loop.manager import run_agent_loops
     from verl.core.delethink import DelethinkParams
     from verl.core.trajectory import PromptItem
 
-    model = make_model()
+    model = make_model(architecture=architecture)
     params = DelethinkParams(chunk_size=16, keep_head=4, keep_tail=4, max_chunks=4)
     items = [PromptItem(make_prompt(6 + i, offset=i), "test", "0") for i in range(3)]
     sampling = [SamplingParams(max_new_tokens=16, seed=i) for i in range(3)]

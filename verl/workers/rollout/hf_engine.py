@@ -181,6 +181,10 @@ class HFRolloutEngine(RolloutEngine):
                 f"HFRolloutEngine supports full attention only; the model has {layer_types}"
             )
         self.model = model.eval()  # the engine owns this copy of the policy: no dropout while sampling
+        # Models whose config lists layer types (Qwen2, Qwen3) take the prepared mask by layer type, where
+        # None means plain causal attention, which sdpa runs without materialising a mask; the others
+        # (Llama) take the 4D mask itself, and a plain causal one spelled out.
+        self._mask_by_layer_type = bool(getattr(model.config, "layer_types", None))
         self.device = model.get_input_embeddings().weight.device  # where the cache and sampling live
         self.eos_token_ids = torch.tensor(list(eos_token_ids), dtype=torch.long, device=self.device)
         self.pad_token_id = pad_token_id
@@ -346,10 +350,16 @@ class HFRolloutEngine(RolloutEngine):
     ) -> torch.Tensor:
         self.num_forward_calls += 1
         self.max_rows_per_forward = max(self.max_rows_per_forward, input_ids.shape[0])
+        if self._mask_by_layer_type:
+            attention_mask = {"full_attention": None if mask is None else mask.to(self.device)}
+        else:
+            if mask is None:  # fresh prompts of one length: each row attends to its own earlier tokens
+                width = input_ids.shape[1]
+                mask = torch.ones(width, width, dtype=torch.bool).tril().expand(input_ids.shape[0], 1, -1, -1)
+            attention_mask = mask.to(self.device)
         out = self.model(
             input_ids=input_ids.to(self.device),
-            # a prepared mask: the model builds none
-            attention_mask={"full_attention": None if mask is None else mask.to(self.device)},
+            attention_mask=attention_mask,  # prepared: the model builds none
             position_ids=position_ids.to(self.device),
             past_key_values=self._cache,
             use_cache=True,
