@@ -13,7 +13,7 @@ from verl.config.data import TaskConfig
 from verl.config.policy_iteration import PolicyIterationConfig
 from verl.config.rules import MAKE_TINY, TINY_DIR, join_key
 from verl.models.lora_keys import ALL_LINEAR, BLOCK_LINEAR_LAYERS
-from verl.models.model_dir import model_path_problem
+from verl.models.model_dir import hf_engine_problem, model_path_problem
 from verl.utils.math_data import hub_problem, save_command, vendored_file_problem
 
 
@@ -200,6 +200,10 @@ def path_problems(c: PolicyIterationConfig) -> list[str]:
     model_problem = model_path_problem(model_path)
     if model_problem:
         missing("actor_rollout_ref.model.path", model_path, model_problem)
+    elif c.actor_rollout_ref.rollout.name == "hf" and Path(model_path).is_dir():
+        engine_problem = hf_engine_problem(Path(model_path))
+        if engine_problem:
+            errors.append(f"actor_rollout_ref.model.path={model_path!r}: {engine_problem} (rollout.name=hf)")
     critic_path = c.critic.model.path
     critic_problem = critic_path and c.algorithm.adv_estimator == "gae" and model_path_problem(critic_path)
     if critic_problem:

@@ -16,7 +16,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from verl.config import ConfigError, TaskConfig, to_dataclass
 from verl.config.checks import task_source_problem
-from verl.models.model_dir import model_dir_problems
+from verl.models.model_dir import hf_engine_problem, model_dir_problems
 from verl.utils.config_resolvers import register_resolvers
 
 if TYPE_CHECKING:
@@ -145,6 +145,8 @@ def rule_errors(c: EvalConfig) -> list[str]:
         problems = "; ".join(model_dir_problems(model_dir))
         incomplete = f"not a complete model directory ({model_dir}): {problems}"
         check(not problems, "model_path", c.model_path, incomplete)
+        engine_problem = hf_engine_problem(model_dir)
+        check(engine_problem is None, "model_path", c.model_path, str(engine_problem))
     check(
         bool(c.data_files or c.tasks),
         "data_files",

@@ -91,3 +91,20 @@ def model_path_problem(path: str) -> str | None:
         return "is neither a model directory with config.json nor a hub id like org/name"
     problems = model_dir_problems(model_dir)
     return f"not a complete model directory: {'; '.join(problems)}" if problems else None
+
+
+def hf_engine_problem(model_dir: Path) -> str | None:
+    """Why the HF engine cannot serve the model in `model_dir` (its config.json), or None. The engine
+    builds one full-attention mask per step, so layers that attend within a sliding window are refused:
+    a mix of layer types (Gemma2) or a model-wide window (Mistral 7B v0.1)."""
+    config = _json_object(model_dir / "config.json") or {}
+    layer_types = set(config.get("layer_types") or ["full_attention"])
+    if layer_types != {"full_attention"}:
+        return f"its layers are {sorted(layer_types)}: the HF engine runs full attention only"
+    if config.get("sliding_window") and config.get("use_sliding_window", True):
+        return (
+            f"it attends within a sliding window of {config['sliding_window']} tokens: the HF engine runs "
+            "full attention only"
+        )
+    return None
+

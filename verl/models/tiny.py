@@ -1,6 +1,7 @@
 """A from-scratch tiny causal LM and byte-level tokenizer, so every feature runs on a CPU with no downloads.
 
     python -m verl.models.tiny --out outputs/tiny/init [--seed 0] [--force] [--untied] [--dims NAME=INT ...]
+        [--architecture Qwen2|Qwen3|Llama]
 
 The tokenizer maps each byte to one token (token id == byte value), so any text tokenizes without
 unknowns (after Unicode NFC normalisation) and an ASCII string of k characters is exactly k tokens:
@@ -18,14 +19,9 @@ import sys
 from pathlib import Path
 
 import torch
+import transformers
 from tokenizers import AddedToken, pre_tokenizers
-from transformers import (
-    GenerationConfig,
-    PreTrainedTokenizerFast,
-    Qwen2Config,
-    Qwen2ForCausalLM,
-    Qwen2Tokenizer,
-)
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerFast, Qwen2Tokenizer
 from transformers.utils import logging as hf_logging
 
 from verl.utils.fs import atomic_dir
@@ -51,6 +47,10 @@ CHAT_TEMPLATE = (
 # About 0.5 M parameters. Two layers suffice for the synthetic task (a label lookup needs two attention
 # hops, the running sum one more read): in our runs they learned it faster per step than four layers, and
 # every step and rollout costs half as much on CPU.
+# The decoder architectures of this field's models (the R1 distills are Qwen2 and Llama), each with its
+# config and causal-LM classes in transformers under these names
+ARCHITECTURES = ("Qwen2", "Qwen3", "Llama")
+
 DEFAULT_DIMS = dict(
     hidden_size=128,
     intermediate_size=512,
@@ -90,8 +90,12 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
 
 
 def build_model(
-    tokenizer: PreTrainedTokenizerFast, seed: int = 0, untied: bool = False, **dims: int
-) -> Qwen2ForCausalLM:
+    tokenizer: PreTrainedTokenizerFast,
+    seed: int = 0,
+    untied: bool = False,
+    architecture: str = "Qwen2",
+    **dims: int,
+) -> PreTrainedModel:
     """A randomly initialised Qwen2 sized by DEFAULT_DIMS (overridable); same seed -> same weights.
     `untied`: an output layer with a weight matrix of its own (as R1-Distill-Qwen-1.5B has), instead of
     the input embedding's. Tied, one norm serves both ends, and a trained model wants them apart: the
@@ -101,8 +105,10 @@ def build_model(
     unknown = set(dims) - set(DEFAULT_DIMS)
     if unknown:
         raise ValueError(f"build_model: unknown dims {sorted(unknown)}; allowed: {sorted(DEFAULT_DIMS)}")
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"build_model: architecture {architecture!r} is not one of {list(ARCHITECTURES)}")
     eos_id, pad_id = tokenizer.eos_token_id, tokenizer.pad_token_id
-    config = Qwen2Config(
+    config = getattr(transformers, f"{architecture}Config")(
         **{**DEFAULT_DIMS, **dims},
         vocab_size=len(tokenizer),
         tie_word_embeddings=not untied,
@@ -116,16 +122,21 @@ def build_model(
     # fork the RNG so building a model does not move the caller's random stream
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config)
+        model = getattr(transformers, f"{architecture}ForCausalLM")(config)
     model.generation_config = GenerationConfig(bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=pad_id)
     return model
 
 
 def save_tiny(
-    out_dir: str | Path, seed: int = 0, force: bool = False, untied: bool = False, **dims: int
+    out_dir: str | Path,
+    seed: int = 0,
+    force: bool = False,
+    untied: bool = False,
+    architecture: str = "Qwen2",
+    **dims: int,
 ) -> None:
     tokenizer = build_tokenizer()
-    model = build_model(tokenizer, seed=seed, untied=untied, **dims)
+    model = build_model(tokenizer, seed=seed, untied=untied, architecture=architecture, **dims)
     with atomic_dir(out_dir, force=force) as tmp:
         tokenizer.save_pretrained(tmp)
         model.save_pretrained(tmp)
@@ -153,10 +164,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--dims", nargs="*", default=[], metavar="NAME=INT", help=f"override {sorted(DEFAULT_DIMS)}"
     )
+    parser.add_argument("--architecture", default="Qwen2", choices=ARCHITECTURES, help="the decoder's family")
     args = parser.parse_args(argv)
     hf_logging.disable_progress_bar()  # a bar for writing one small file is noise
     try:
-        save_tiny(args.out, seed=args.seed, force=args.force, untied=args.untied, **parse_dims(args.dims))
+        save_tiny(
+            args.out, seed=args.seed, force=args.force, untied=args.untied, architecture=args.architecture,
+            **parse_dims(args.dims),
+        )  # fmt: skip
     except FileExistsError as err:
         sys.exit(f"error: {err}; use --force to overwrite it")
     except ValueError as err:
