@@ -107,4 +107,3 @@ def hf_engine_problem(model_dir: Path) -> str | None:
             "full attention only"
         )
     return None
-
