@@ -11,8 +11,10 @@ import transformers
 
 from tests.tolerances import FORWARD_ULPS, reordered_atol
 from verl.core.engine import SamplingParams
+from verl.core.trajectory import Trajectory, Turn
 from verl.models import from_gguf
 from verl.single_controller.fsdp_workers import eos_token_ids
+from verl.workers.reward_manager import DelethinkRewardManager
 from verl.workers.rollout.hf_engine import HFRolloutEngine
 
 pytestmark = pytest.mark.slow
@@ -98,3 +100,19 @@ def test_bad_sources_are_refused_with_one_line(tmp_path, capsys):
             from_gguf.main(["--gguf", str(path), "--out", str(tmp_path / "out")])
         assert message in str(exit_.value) and "\n" not in str(exit_.value)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_chunk_boundary_inside_a_character_reads_whole_in_the_delethink_reward(tokenizer):
+    """The real tokenizer's byte-level BPE writes a rare character as several tokens, and a Delethink chunk
+    may end between them; the reward decodes the chunks' ids joined, so it reads what the model wrote."""
+    text = "so the answer is 42 👍</think> The total is \\boxed{42}"
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    cut = next(i for i in range(1, len(ids)) if tokenizer.decode(ids[:i]).endswith("\ufffd"))  # inside 👍
+    first, second = ids[:cut], [*ids[cut:], tokenizer.eos_token_id]
+    assert tokenizer.decode(first) + tokenizer.decode(second, skip_special_tokens=True) != text
+    turns = [
+        Turn([1, 2], first, [-0.5] * len(first), "length"),
+        Turn([1, 2], second, [-0.5] * len(second), "stop"),
+    ]
+    (result,) = DelethinkRewardManager(tokenizer)([Trajectory(turns)], ["math"], ["42"])
+    assert (result.score, result.solution_str) == (1.0, text)
