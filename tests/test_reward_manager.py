@@ -125,3 +125,18 @@ def test_registry():
     assert set(REWARD_MANAGERS) == {"naive", "delethink"}
     with pytest.raises(ValueError, match=r"unknown reward manager 'prime'; known: \['delethink', 'naive'\]"):
         get_reward_manager("prime")
+
+
+@pytest.mark.parametrize("manager", [NaiveRewardManager, DelethinkRewardManager])
+def test_without_thinking_tags_an_ended_response_is_its_answer_and_a_cut_one_scores_zero(tokenizer, manager):
+    # a model that never writes </think> (reward_model.thinking_tags=false): the response is the answer
+    ended = trajectory(tokenizer, "48 / 2 = 24 in May, 48 + 24 = 72. ", "The answer is \\boxed{72}")
+    cut = trajectory(
+        tokenizer, "48 / 2 = 24 in May, so \\boxed{72} is", " what I get, let me check", eos=False
+    )
+    args = ([ended, cut], ["math"] * 2, ["72"] * 2)
+    untagged = manager(tokenizer, thinking_tags=False)(*args)
+    assert [r.score for r in untagged] == [1.0, 0.0]
+    assert "</think>" not in untagged[0].solution_str  # what is logged is what the model wrote
+    # with the gate of thinking models (the default) neither has an answer: the thinking never closed
+    assert [r.score for r in manager(tokenizer)(*args)] == [0.0, 0.0]

@@ -13,6 +13,9 @@ class RewardModelConfig:
     reward_manager: str = "naive"
     # math-verify processes scoring at once, per driver / rollout worker; null: CPUs + 4 (max 32)
     scoring_processes: int | None = None
+    # the model closes its thinking with </think> and answers after it; false: a model without thinking
+    # tags, whose whole response is its answer once it ends with EOS
+    thinking_tags: bool = True
 
     def problems(self, key: str) -> list[str]:
         # the reward manager's name is the registry's (verl/trainer/config_loader.py)

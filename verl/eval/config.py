@@ -68,6 +68,9 @@ class EvalSamplingConfig:
 class RewardConfig:
     path: str | None = None  # a .py file defining the reward function; null: dispatch by data_source
     name: str = "compute_score"
+    # the model closes its thinking with </think> and answers after it; false: a model without thinking
+    # tags, whose whole response is its answer once it ends with EOS
+    thinking_tags: bool = True
 
 
 @dataclass

@@ -236,7 +236,7 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
     items = load_items(config, tokenizer)
     check_fits_context(config, items, AutoConfig.from_pretrained(model_dir).max_position_embeddings)
     compute_score = load_reward_function(config.reward.path, config.reward.name)
-    scorer = DelethinkRewardManager(tokenizer, compute_score)
+    scorer = DelethinkRewardManager(tokenizer, compute_score, thinking_tags=config.reward.thinking_tags)
 
     if config.num_threads:
         torch.set_num_threads(config.num_threads)

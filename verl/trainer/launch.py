@@ -206,7 +206,9 @@ def run(config: PolicyIterationConfig) -> dict[str, float]:
         compute_score = load_reward_function(
             config.custom_reward_function.path, config.custom_reward_function.name
         )
-        reward_manager = get_reward_manager(config.reward_model.reward_manager)(tokenizer, compute_score)
+        reward_manager = get_reward_manager(config.reward_model.reward_manager)(
+            tokenizer, compute_score, thinking_tags=config.reward_model.thinking_tags
+        )
         math_verify.set_pool_size(config.reward_model.scoring_processes)  # the reward manager scores here
 
         workers = start_workers(config, stop)

@@ -8,6 +8,7 @@ from typing import Any
 
 from verl.core.trajectory import Trajectory
 from verl.utils.reward_score import default_compute_score, default_compute_scores
+from verl.utils.reward_score.boxed import THINK_END
 
 
 @dataclass
@@ -19,9 +20,19 @@ class RewardResult:
 class NaiveRewardManager:
     """Scores the last turn's response: the whole answer of a single-turn (LongCoT) loop."""
 
-    def __init__(self, tokenizer: Any, compute_score: Callable[..., float] = default_compute_score) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        compute_score: Callable[..., float] = default_compute_score,
+        thinking_tags: bool = True,
+    ) -> None:
         self.tokenizer = tokenizer
         self.compute_score = compute_score
+        # A model without thinking tags (reward_model.thinking_tags=false) ends its thinking where it
+        # ends its response: an ended trace is scored as if `</think>` preceded it, so the reward's
+        # gate (no answer before the thinking is closed, verl/utils/reward_score/boxed.py) still scores a
+        # trace cut at its budget 0, and reads a finished one whole.
+        self.thinking_tags = thinking_tags
 
     def scored_ids(self, trajectory: Trajectory) -> list[int]:
         return trajectory.turns[-1].response_ids
@@ -39,10 +50,14 @@ class NaiveRewardManager:
         this one for env episodes adds their env rewards, verl/envs/scoring.py). All by default."""
         infos = self.checked_infos(trajectories, data_sources, ground_truths, extra_infos)
         solution_strs = self.decode(trajectories)
+        scored_strs = solution_strs if self.thinking_tags else [
+            THINK_END + text if t.turns[-1].finish_reason == "stop" else text
+            for t, text in zip(trajectories, solution_strs, strict=True)
+        ]  # fmt: skip
         pairs = enumerate(zip(trajectories, ground_truths, strict=True))
         indices = [i for i, (t, truth) in pairs if judged is None or judged(t, truth)]
         scores = [0.0] * len(trajectories)
-        function_scores = self.function_scores(indices, data_sources, solution_strs, ground_truths, infos)
+        function_scores = self.function_scores(indices, data_sources, scored_strs, ground_truths, infos)
         for i, score in zip(indices, function_scores, strict=True):
             scores[i] = score
         return [RewardResult(score, text) for score, text in zip(scores, solution_strs, strict=True)]
