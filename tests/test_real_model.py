@@ -10,8 +10,10 @@ import torch
 import transformers
 
 from tests.tolerances import FORWARD_ULPS, reordered_atol
+from verl.agent_loop.delethink import DelethinkAgentLoop
+from verl.core.delethink import DelethinkParams
 from verl.core.engine import SamplingParams
-from verl.core.trajectory import Trajectory, Turn
+from verl.core.trajectory import PromptItem, Trajectory, Turn
 from verl.models import from_gguf
 from verl.single_controller.fsdp_workers import eos_token_ids
 from verl.workers.reward_manager import DelethinkRewardManager
@@ -116,3 +118,30 @@ def test_a_chunk_boundary_inside_a_character_reads_whole_in_the_delethink_reward
     ]
     (result,) = DelethinkRewardManager(tokenizer)([Trajectory(turns)], ["math"], ["42"])
     assert (result.score, result.solution_str) == (1.0, text)
+
+
+def test_delethink_chunk_prompts_keep_the_templates_special_tokens_and_carry_ids(model, tokenizer):
+    """The real model through the Delethink loop: every chunk prompt is the chat-templated question, its
+    special tokens as their own ids, then the first and last thinking ids, never text decoded and encoded
+    again (which would re-split the BPE at the join)."""
+    question = tokenizer.apply_chat_template(
+        [{"role": "user", "content": QUESTION}], add_generation_prompt=True
+    )
+    question = list(question["input_ids"] if hasattr(question, "keys") else question)
+    special = tokenizer.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"])
+    assert all(token in question for token in special)
+    params = DelethinkParams(chunk_size=24, keep_head=6, keep_tail=6, max_chunks=3)
+    engine = HFRolloutEngine(model, eos_token_ids(model, tokenizer), tokenizer.pad_token_id, max_num_seqs=2)
+    loop = DelethinkAgentLoop(engine, params)
+    greedy = SamplingParams(24, temperature=0.0, seed=0, ignore_eos=True)  # every chunk written whole
+    trajectory = asyncio.run(loop.run(PromptItem(question, "openai/gsm8k", "72"), greedy))
+    assert len(trajectory.turns) == 3
+    thinking: list[int] = []
+    for i, turn in enumerate(trajectory.turns):
+        assert turn.prompt_ids[: len(question)] == question
+        assert turn.prompt_ids[len(question) :] == (thinking[:6] + thinking[-6:] if i else [])
+        assert len(turn.response_ids) == (24 if i == 0 else params.intermediate_budget)
+        thinking += turn.response_ids
+    assert tokenizer.decode(trajectory.response_ids) == tokenizer.decode(
+        thinking
+    )  # read whole, as the reward
