@@ -145,3 +145,24 @@ def test_delethink_chunk_prompts_keep_the_templates_special_tokens_and_carry_ids
     assert tokenizer.decode(trajectory.response_ids) == tokenizer.decode(
         thinking
     )  # read whole, as the reward
+
+
+def test_the_viewer_reads_each_real_token_as_its_bytes(tokenizer):
+    """The viewer cuts traces at token boundaries from each token's bytes (verl/tools/viewer/tokens.py); on
+    the real byte-level vocabulary they join to the text, special tokens as their text, though some tokens
+    alone are no whole character."""
+    from verl.tools.viewer.tokens import byte_level_token_bytes
+
+    text = "so the answer is 42 👍 — café</think> \\boxed{42}"
+    ids = [*tokenizer.encode(text, add_special_tokens=False), tokenizer.eos_token_id]
+    pieces = byte_level_token_bytes(tokenizer)(ids)
+    assert b"".join(pieces) == (text + tokenizer.eos_token).encode()
+
+    def whole(piece: bytes) -> bool:
+        try:
+            piece.decode("utf-8")
+            return True
+        except UnicodeDecodeError:
+            return False
+
+    assert not all(whole(p) for p in pieces)
