@@ -9,8 +9,9 @@ imports succeed that the index cannot satisfy as published:
 - `torchvision`: SGLang's model configs import it. The index's wheels link CUDA libraries, so beside a
   CPU torch their compiled operators do not load, and torchvision then fails at import on the two
   operator schemas it registers fake kernels for unconditionally (`torchvision::nms`, `qnms`). Those
-  schemas are defined here; torchvision's other operators already check for the library and raise
-  their own error if called (images are not on the LLM path).
+  schemas are defined here (where torchvision's version names a CUDA build and torch is a CPU one);
+  torchvision's other operators already check for the library and raise their own error if called
+  (images are not on the LLM path).
 
 Both are needed at import, in fresh interpreters: SGLang spawns its scheduler and detokenizer, which
 import torch and torchvision before any SGLang hook runs, and transformers imports torchvision on every
@@ -27,6 +28,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import os
+import re
 import sys
 
 CPU_ENGINE_ENV = "SGLANG_USE_CPU_ENGINE"  # SGLang's own switch for its CPU path
@@ -74,22 +76,25 @@ def prepare_process() -> None:
 
 
 def _define_torchvision_schemas() -> None:
-    """Where torchvision is installed but its compiled operators cannot load (a CUDA wheel beside a CPU
-    torch), define the two schemas its import needs; where they load, they define them themselves."""
+    """Where torchvision is a CUDA build (its version label `+cu...`) beside a CPU torch, its compiled
+    operators cannot load: define the two schemas its import needs. Read from its version.py, not by
+    trying the library: loading it would start loading the CUDA runtime in every process."""
     global _torchvision_schemas
     import torch
 
-    if _torchvision_schemas is not None:
+    if _torchvision_schemas is not None or torch.version.cuda is not None:
         return
     spec = importlib.util.find_spec("torchvision")
     if spec is None or spec.origin is None:
         return
-    compiled = os.path.join(os.path.dirname(spec.origin), "_C.so")
+    version_file = os.path.join(os.path.dirname(spec.origin), "version.py")
     try:
-        torch.ops.load_library(compiled)
-        return
+        with open(version_file, encoding="utf-8") as file:
+            built_for_cuda = re.search(r"__version__ = '[^'+]*\+cu\d+'", file.read()) is not None
     except OSError:
-        pass
+        return
+    if not built_for_cuda:
+        return
     library = torch.library.Library("torchvision", "DEF")
     for name in ("nms", "qnms"):
         library.define(f"{name}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
