@@ -31,7 +31,9 @@ def tiny(tiny_assets):
     import_plugins([str(PLUGIN)])
     tokenizer = AutoTokenizer.from_pretrained(tiny_assets / "model")
     model = load_causal_lm(str(tiny_assets / "model")).eval()
-    engine = HFRolloutEngine(model, eos_token_ids(model, tokenizer), tokenizer.pad_token_id, max_num_seqs=16)
+    engine = HFRolloutEngine(
+        model, eos_token_ids(model.generation_config, tokenizer), tokenizer.pad_token_id, max_num_seqs=16
+    )
     return tokenizer, engine
 
 

@@ -3,12 +3,14 @@ wheel), converted once into an HF checkpoint (verl/models/from_gguf.py, kept in 
 the HF engine with its own tokenizer and chat template."""
 
 import asyncio
+import json
 
 import gguf
 import pytest
 import torch
 import transformers
 
+from tests.engine_agreement import assert_samples_agree, evaluate_on_both_engines
 from tests.tolerances import FORWARD_ULPS, reordered_atol
 from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.core.delethink import DelethinkParams
@@ -57,7 +59,9 @@ def test_the_checkpoint_holds_the_gguf_models_weights_and_its_chat_template(chec
         [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
     )
     assert prompt.endswith("<|im_start|>assistant\n") and "<|im_start|>user\nhi<|im_end|>" in prompt
-    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.eos_token_id in eos_token_ids(model, tokenizer)
+    assert tokenizer.eos_token == "<|im_end|>" and tokenizer.eos_token_id in eos_token_ids(
+        model.generation_config, tokenizer
+    )
 
 
 @pytest.mark.compares_runs
@@ -66,7 +70,9 @@ def test_the_engine_writes_what_transformers_generate_does_with_the_actors_log_p
         [{"role": "user", "content": QUESTION}], add_generation_prompt=True
     )
     prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
-    engine = HFRolloutEngine(model, eos_token_ids(model, tokenizer), tokenizer.pad_token_id, max_num_seqs=2)
+    engine = HFRolloutEngine(
+        model, eos_token_ids(model.generation_config, tokenizer), tokenizer.pad_token_id, max_num_seqs=2
+    )
     out = asyncio.run(engine.generate(prompt, SamplingParams(96, temperature=0.0)))
     with torch.no_grad():
         reference = model.generate(torch.tensor([prompt]), max_new_tokens=96, do_sample=False)[
@@ -80,6 +86,23 @@ def test_the_engine_writes_what_transformers_generate_does_with_the_actors_log_p
         torch.tensor(out.log_probs), want, atol=reordered_atol(logits, FORWARD_ULPS), rtol=0
     )
     assert "48" in tokenizer.decode(out.token_ids)  # it reads the question: model-written text, not noise
+
+
+def test_a_conversion_left_by_an_earlier_version_is_done_again(checkpoint, tmp_path):
+    assert from_gguf.conversion_state(checkpoint[1]) == "done"
+    config = json.loads((checkpoint[1] / "config.json").read_text())
+    assert (
+        "quantization_config" not in config
+    )  # the weights are dequantised: loaders must not look for GGUF's
+    out = tmp_path / "converted"
+    assert from_gguf.conversion_state(out) == "none"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "gguf"}}))
+    assert from_gguf.conversion_state(out) == "stale"
+    (out / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "awq"}}))
+    assert from_gguf.conversion_state(out) == "done"  # a model quantised some other way is someone's own
+    (out / "config.json").write_text("[]")
+    assert from_gguf.conversion_state(out) == "none"
 
 
 def test_bad_sources_are_refused_with_one_line(tmp_path, capsys):
@@ -131,7 +154,9 @@ def test_delethink_chunk_prompts_keep_the_templates_special_tokens_and_carry_ids
     special = tokenizer.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"])
     assert all(token in question for token in special)
     params = DelethinkParams(chunk_size=24, keep_head=6, keep_tail=6, max_chunks=3)
-    engine = HFRolloutEngine(model, eos_token_ids(model, tokenizer), tokenizer.pad_token_id, max_num_seqs=2)
+    engine = HFRolloutEngine(
+        model, eos_token_ids(model.generation_config, tokenizer), tokenizer.pad_token_id, max_num_seqs=2
+    )
     loop = DelethinkAgentLoop(engine, params)
     greedy = SamplingParams(24, temperature=0.0, seed=0, ignore_eos=True)  # every chunk written whole
     trajectory = asyncio.run(loop.run(PromptItem(question, "openai/gsm8k", "72"), greedy))
@@ -166,3 +191,38 @@ def test_the_viewer_reads_each_real_token_as_its_bytes(tokenizer):
             return False
 
     assert not all(whole(p) for p in pieces)
+
+
+def test_evaluation_on_gsm8k_and_math500_through_both_engines_at_equal_budgets(
+    checkpoint, model, tokenizer, tmp_path
+):
+    """main_eval on the vendored real sets, LongCoT and Delethink at the same total budget (C = 40, m = 16,
+    I = 2: 40 + 24 = 64), greedy, through the HF engine and SGLang: the same traces chunk by chunk up to a
+    near tie, each scored on the model's own text (no thinking tags: reward.thinking_tags=false)."""
+    from verl.eval.evaluate import load_items
+
+    overrides = [
+        f"model_path={checkpoint[1]}",
+        "val_tasks@tasks=[gsm8k,math500]",
+        "max_problems=2",
+        "max_prompt_length=512",
+        "mode=probe",
+        "sampling.temperature=0",
+        "delethink.chunk_size=40",
+        "delethink.keep_head=8",
+        "delethink.keep_tail=8",
+        "delethink.max_chunks=[2]",
+        "reward.thinking_tags=false",
+        "num_threads=2",
+    ]
+    samples, config = evaluate_on_both_engines(overrides, tmp_path)
+    questions = [item.prompt_ids for item in load_items(config, tokenizer)]
+    assert [item.data_source for item in load_items(config, tokenizer)] == ["gsm8k"] * 2 + ["math500"] * 2
+    assert len(samples["hf"]) == 2 * len(questions)  # LongCoT B = 64 and Delethink I = 2, every problem
+    whole_traces_equal, chunks_compared = assert_samples_agree(
+        model, config, questions, samples["sglang"], samples["hf"]
+    )
+    assert whole_traces_equal >= len(questions)  # most traces agree whole; a tie may part a few
+    assert chunks_compared > len(samples["hf"])  # Delethink traces went past their first boundary
+    for record in samples["hf"]:
+        assert record["trace"].strip() and record["score"] in (0.0, 1.0)  # model-written text, scored

@@ -1,9 +1,8 @@
 """The real SGLang engine on CPU (SGLang 0.5.23's own CPU path, with verl's sgl-kernel stand-in), against
 the HF engine and the actor's recomputation on one tiny model.
 
-One engine serves the module (it starts in 20-50 s). The model is the tiny Qwen2 with weights drawn at a
-larger scale than its initialisation, so that greedy decoding writes varied tokens and ends on its own
-(the freshly initialised model repeats one token and never writes EOS).
+One engine serves the module (it starts in 20-50 s). The model is the tiny Qwen2 that writes varied
+tokens and ends on its own (tests/engine_agreement.py, `save_ending_policy`).
 """
 
 import asyncio
@@ -14,13 +13,13 @@ import pytest
 import torch
 import transformers
 
+from tests.engine_agreement import assert_greedy_agree, assert_log_probs_close, recompute, save_ending_policy
 from tests.tolerances import FORWARD_ULPS, reordered_atol
 from verl.agent_loop.delethink import DelethinkAgentLoop
 from verl.agent_loop.manager import run_agent_loops
 from verl.core.delethink import DelethinkParams
 from verl.core.engine import SamplingParams
 from verl.core.trajectory import PromptItem
-from verl.models.tiny import build_model, build_tokenizer
 from verl.single_controller.fsdp_workers import eos_token_ids
 from verl.workers.rollout.hf_engine import HFRolloutEngine
 from verl.workers.rollout.sglang_engine import SGLangRolloutEngine
@@ -32,17 +31,7 @@ TEXTS = ["12+7=", "hello world", "abc", "3*4-5=", "the sum of 8 and 9 is", "x", 
 
 @pytest.fixture(scope="module")
 def policy_dir(tmp_path_factory):
-    tokenizer = build_tokenizer()
-    model = build_model(tokenizer, seed=0)
-    generator = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            if parameter.dim() == 2:
-                parameter.normal_(0.0, 0.3, generator=generator)
-    path = tmp_path_factory.mktemp("sglang_policy")
-    tokenizer.save_pretrained(path)
-    model.save_pretrained(path)
-    return path
+    return save_ending_policy(tmp_path_factory.mktemp("sglang_policy"))
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +47,7 @@ def actor(policy_dir):
 
 @pytest.fixture(scope="module")
 def eos(actor, tokenizer):
-    return eos_token_ids(actor, tokenizer)
+    return eos_token_ids(actor.generation_config, tokenizer)
 
 
 @pytest.fixture(scope="module")
@@ -105,35 +94,6 @@ def generate_all(engine, prompts, params):
 
 def prompts_of(tokenizer, texts=TEXTS):
     return [tokenizer(text)["input_ids"] for text in texts]
-
-
-def recompute(model, prompt, tokens, temperature=1.0):
-    """The actor's log-probs of `tokens` after `prompt`, at `temperature`, and its logits there."""
-    ids = torch.tensor([prompt + tokens])
-    with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
-    log_probs = (logits / temperature).log_softmax(-1).gather(-1, ids[0, len(prompt) :, None])[:, 0]
-    return log_probs, logits
-
-
-def assert_log_probs_close(got: list[float], want: torch.Tensor, logits: torch.Tensor, temperature=1.0):
-    """An engine's log-probs against the actor's: log p = z - logsumexp(z) of the scaled logits z, so
-    their rounding is in ulps of the largest |z|, not of |log p| (large logits, a small log-prob)."""
-    atol = reordered_atol(logits / temperature, FORWARD_ULPS)
-    torch.testing.assert_close(torch.tensor(got), want, atol=atol, rtol=0)
-
-
-def assert_greedy_agree(model, prompt, got, want):
-    """Greedy tokens of two engines agree, or part at a near tie of the top two logits: a reordered sum
-    may flip an argmax whose margin is within rounding, and after that the two continue different texts."""
-    common = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), None)
-    if common is None:
-        assert len(got) == len(want), (got, want)
-        return
-    _, logits = recompute(model, prompt, want[: common + 1])
-    top2 = logits[common].topk(2).values
-    margin = (top2[0] - top2[1]).item()
-    assert margin <= 2 * reordered_atol(logits[common], FORWARD_ULPS), (common, margin, got, want)
 
 
 # the engine contract ---------------------------------------------------------------------------------

@@ -77,7 +77,9 @@ def _load(model_path: str, num_threads: int):
     torch.set_num_threads(num_threads)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = load_causal_lm(str(model_dir))
-    return tokenizer, HFRolloutEngine(model, eos_token_ids(model, tokenizer), tokenizer.pad_token_id)
+    return tokenizer, HFRolloutEngine(
+        model, eos_token_ids(model.generation_config, tokenizer), tokenizer.pad_token_id
+    )
 
 
 def _actor(mode: str, model_path: str, args: argparse.Namespace, budget: int) -> ActorSetup:

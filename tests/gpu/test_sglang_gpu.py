@@ -51,7 +51,7 @@ def engine(model_dir, tokenizer, hf_model):
 
     engine = SGLangRolloutEngine(
         model_dir,
-        eos_token_ids(hf_model, tokenizer),
+        eos_token_ids(hf_model.generation_config, tokenizer),
         mem_fraction_static=0.3,
         dtype="bfloat16",
         seed=0,

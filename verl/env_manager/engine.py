@@ -44,7 +44,7 @@ class HFEngineServer:
         model = load_causal_lm(model_path).eval()
         self.engine = HFRolloutEngine(
             model,
-            eos_token_ids(model, tokenizer),
+            eos_token_ids(model.generation_config, tokenizer),
             tokenizer.pad_token_id,
             max_num_seqs=max_num_seqs,
             seed=seed,

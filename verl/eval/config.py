@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from verl.core.delethink import DelethinkParams
 
 MODES = ("longcot", "delethink", "probe")
+ENGINES = ("hf", "sglang")
 RUN_HF_SUBDIR = Path("actor") / "huggingface"  # where a training checkpoint keeps its HF model
 
 
@@ -88,6 +90,8 @@ class EvalConfig:
     sampling: EvalSamplingConfig = field(default_factory=EvalSamplingConfig)
     pass_k: list[int] = field(default_factory=lambda: [1])
     reward: RewardConfig = field(default_factory=RewardConfig)
+    # hf: transformers in this process | sglang: SGLang's engine (its own processes, CPU here); both float32
+    engine: str = "hf"
     max_num_seqs: int = 256  # rows the engine decodes together
     num_threads: int = 0  # torch CPU threads; 0: every core
 
@@ -148,8 +152,12 @@ def rule_errors(c: EvalConfig) -> list[str]:
         problems = "; ".join(model_dir_problems(model_dir))
         incomplete = f"not a complete model directory ({model_dir}): {problems}"
         check(not problems, "model_path", c.model_path, incomplete)
-        engine_problem = hf_engine_problem(model_dir)
+        engine_problem = hf_engine_problem(model_dir) if c.engine == "hf" else None
         check(engine_problem is None, "model_path", c.model_path, str(engine_problem))
+    check(c.engine in ENGINES, "engine", c.engine, f"must be one of {list(ENGINES)}")
+    if c.engine == "sglang":
+        install = "SGLang is not installed: pip install --no-deps -r requirements-sglang-cpu.txt"
+        check(importlib.util.find_spec("sglang") is not None, "engine", c.engine, install)
     check(
         bool(c.data_files or c.tasks),
         "data_files",

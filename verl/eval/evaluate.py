@@ -1,7 +1,8 @@
 """Evaluate one checkpoint in the LongCoT or Delethink environment, at one or many thinking budgets.
 
-Generation goes through the training code itself: the HF rollout engine and the same agent loops
-(`single_turn`, `delethink`), so Delethink inference here is exactly the environment RL trained in.
+Generation goes through the training code itself: a rollout engine (HF, or SGLang with `engine=sglang`)
+and the same agent loops (`single_turn`, `delethink`), so Delethink inference here is exactly the
+environment RL trained in.
 Every trace is scored on all its chunks decoded together (the Delethink reward manager's rule; for
 LongCoT that is its single response). Sample j of problem p has the same seed in every run, so runs
 at different budgets and in different modes are paired: a Delethink run's first chunk samples the
@@ -21,7 +22,7 @@ from typing import Any
 
 import torch
 from tqdm import tqdm
-from transformers import AutoConfig, AutoTokenizer
+from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
 from verl.agent_loop.base import AgentLoop
 from verl.agent_loop.delethink import DelethinkAgentLoop
@@ -92,9 +93,10 @@ def load_items(config: EvalConfig, tokenizer) -> list[PromptItem]:
     return [item for g in groups for item in g]
 
 
-def check_fits_context(config: EvalConfig, items: list[PromptItem], max_positions: int) -> None:
-    """Fail before loading weights if the longest request cannot fit the model's positions. A Delethink
-    chunk never holds more than question + C tokens (a later chunk: question + m carried + C - m new)."""
+def check_fits_context(config: EvalConfig, items: list[PromptItem], max_positions: int) -> int:
+    """The longest request's tokens; fails before loading weights if they cannot fit the model's
+    positions. A Delethink chunk never holds more than question + C tokens (a later chunk: question +
+    m carried + C - m new)."""
     longest_prompt = max(len(it.prompt_ids) for it in items)
     budget = max(first_turn_budget(run) for run in planned_runs(config))
     if longest_prompt + budget > max_positions:
@@ -107,6 +109,7 @@ def check_fits_context(config: EvalConfig, items: list[PromptItem], max_position
             f"{key[config.mode]}: the longest prompt ({longest_prompt} tokens) plus {budget} new tokens "
             f"exceeds the model's max_position_embeddings={max_positions}"
         )
+    return longest_prompt + budget
 
 
 def build_loop(run: EvalRun, engine: RolloutEngine) -> AgentLoop:
@@ -137,7 +140,10 @@ def generate(
         )  # fmt: skip
         for i in range(len(repeated))
     ]
-    return asyncio.run(run_agent_loops(build_loop(run, engine), repeated, params))
+    loops = run_agent_loops(build_loop(run, engine), repeated, params)
+    # SGLang answers requests only on the event loop it was built on; the HF engine on any
+    sglang_loop = getattr(engine, "event_loop", None)
+    return asyncio.run(loops) if sglang_loop is None else sglang_loop.run_until_complete(loops)
 
 
 def sample_records(
@@ -224,31 +230,37 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def evaluate(config: EvalConfig) -> dict[str, Any]:
-    """Run every planned run; write samples.jsonl, summary.json and, for several runs, a PNG."""
+def build_engine(
+    config: EvalConfig, model_dir: Path, tokenizer, rows: int, longest_request: int
+) -> RolloutEngine:
+    """The engine `config.engine` names, serving the model in float32 (as training's actor computes it),
+    for at most `rows` requests at once of at most `longest_request` tokens."""
     from verl.single_controller.fsdp_workers import eos_token_ids, load_causal_lm
+
+    try:
+        generation_config = GenerationConfig.from_pretrained(model_dir)
+    except OSError:  # no generation_config.json: transformers derives it from config.json, so do we
+        generation_config = GenerationConfig.from_model_config(AutoConfig.from_pretrained(model_dir))
+    eos_ids = eos_token_ids(generation_config, tokenizer)
+    if config.engine == "sglang":
+        from verl.workers.rollout.sglang_engine import SGLangRolloutEngine
+
+        # its KV pool holds the rows in flight at the longest request, not every row at the model's context
+        return SGLangRolloutEngine(
+            str(model_dir), eos_ids, device="cpu", dtype="float32", seed=config.sampling.seed,
+            max_num_seqs=rows, enable_memory_saver=False, log_level="error",
+            max_total_tokens=rows * longest_request,
+        )  # fmt: skip
     from verl.workers.rollout.hf_engine import HFRolloutEngine
 
-    model_dir = resolve_model_dir(config.model_path)
-    if model_dir is None:  # load_eval_config checked it; the directory may have gone since
-        raise ConfigError(f"model_path={config.model_path!r}: no HF model in it")
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    items = load_items(config, tokenizer)
-    check_fits_context(config, items, AutoConfig.from_pretrained(model_dir).max_position_embeddings)
-    compute_score = load_reward_function(config.reward.path, config.reward.name)
-    scorer = DelethinkRewardManager(tokenizer, compute_score, thinking_tags=config.reward.thinking_tags)
-
-    if config.num_threads:
-        torch.set_num_threads(config.num_threads)
     model = load_causal_lm(str(model_dir))
-    engine = HFRolloutEngine(
-        model,
-        eos_token_ids(model, tokenizer),
-        tokenizer.pad_token_id,
-        config.max_num_seqs,
-        config.sampling.seed,
-    )
+    return HFRolloutEngine(model, eos_ids, tokenizer.pad_token_id, rows, config.sampling.seed)
 
+
+def run_all(
+    config: EvalConfig, engine: RolloutEngine, items: list[PromptItem], scorer, tokenizer
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every planned run, generated and scored: the sample records of all of them and each run's summary."""
     runs = planned_runs(config)
     repeated = [item for item in items for _ in range(config.sampling.n)]
     all_records, summaries = [], []
@@ -271,10 +283,38 @@ def evaluate(config: EvalConfig) -> dict[str, Any]:
             f"{run.label}: {metric}={m[metric]:.3f} thinking={m['thinking_tokens_mean']:.1f} "
             f"chunks={m['chunks_per_trace_mean']:.2f} eos={m['has_eos_rate']:.2f} ({wall:.1f} s)"
         )
+    return all_records, summaries
 
+
+def evaluate(config: EvalConfig) -> dict[str, Any]:
+    """Run every planned run; write samples.jsonl, summary.json and, for several runs, a PNG."""
+    model_dir = resolve_model_dir(config.model_path)
+    if model_dir is None:  # load_eval_config checked it; the directory may have gone since
+        raise ConfigError(f"model_path={config.model_path!r}: no HF model in it")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    items = load_items(config, tokenizer)
+    longest_request = check_fits_context(
+        config, items, AutoConfig.from_pretrained(model_dir).max_position_embeddings
+    )
+    compute_score = load_reward_function(config.reward.path, config.reward.name)
+    scorer = DelethinkRewardManager(tokenizer, compute_score, thinking_tags=config.reward.thinking_tags)
+
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
+    rows = min(config.max_num_seqs, len(items) * config.sampling.n)  # every problem's samples at once
+    engine = build_engine(config, model_dir, tokenizer, rows, longest_request)
+    engine_name = type(engine).__name__
+
+    try:
+        all_records, summaries = run_all(config, engine, items, scorer, tokenizer)
+    finally:
+        engine.shutdown()  # SGLang's processes would outlive this one
+
+    metric = f"mean@{config.sampling.n}"
     out_dir = Path(config.output_dir)
     summary: dict[str, Any] = {
         "model_dir": str(model_dir),
+        "engine": engine_name,  # the class that generated every trace
         "config": dataclasses.asdict(config),
         "runs": summaries,
     }

@@ -16,7 +16,9 @@ GGUF, an architecture the project does not run) is refused with one line before 
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib.metadata
+import json
 import os
 import sys
 from pathlib import Path
@@ -62,13 +64,29 @@ def default_out(path: Path) -> Path:
     return cache / "verl" / "models" / path.name.split(".")[0]
 
 
+def conversion_state(out: Path) -> str:
+    """What `out` holds: "done" (a model's config.json), "stale" (a conversion by an earlier version of
+    this module, whose config.json still names the GGUF quantisation of the dequantised weights) or
+    "none"."""
+    try:
+        config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "none"
+    if not isinstance(config, dict):
+        return "none"
+    quantization = config.get("quantization_config")
+    gguf_quantized = isinstance(quantization, dict) and quantization.get("quant_method") == "gguf"
+    return "stale" if gguf_quantized else "done"
+
+
 def convert(path: Path, out: Path, force: bool = False) -> Path:
     """Write the HF checkpoint of the GGUF model at `path` to `out` (kept if already there, unless
     `force`); return `out`."""
     architecture = gguf_architecture(path)
     if architecture not in ARCHITECTURES:
         raise GGUFError(f"{path}: a {architecture!r} model; the project runs {list(ARCHITECTURES)}")
-    if (out / "config.json").is_file() and not force:
+    state = conversion_state(out)
+    if state == "done" and not force:
         return out
 
     import torch
@@ -79,10 +97,15 @@ def convert(path: Path, out: Path, force: bool = False) -> Path:
     source = {"pretrained_model_name_or_path": path.parent, "gguf_file": path.name}
     tokenizer = transformers.AutoTokenizer.from_pretrained(**source)
     loaded = transformers.AutoModelForCausalLM.from_pretrained(**source, dtype=torch.float32)
-    model = transformers.AutoModelForCausalLM.from_config(loaded.config, dtype=torch.float32)
+    config = copy.deepcopy(loaded.config)
+    # the weights are written dequantised: a config still naming the GGUF quantisation would make a
+    # loader that reads it (SGLang) look for quantised tensors
+    del config.quantization_config
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict())
     model.generation_config = loaded.generation_config
-    with atomic_dir(out, force=force) as tmp:  # a directory of other things is not overwritten
+    # a directory of other things is not overwritten
+    with atomic_dir(out, force=force or state == "stale") as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
     return out

@@ -40,6 +40,7 @@ from transformers import (
     AutoModelForCausalLM,
     AutoModelForTokenClassification,
     AutoTokenizer,
+    GenerationConfig,
     PreTrainedModel,
 )
 
@@ -179,8 +180,9 @@ def apply_optim_config(
     lr_scheduler._last_lr = [group["lr"] for group in optimizer.param_groups]
 
 
-def eos_token_ids(model: PreTrainedModel, tokenizer) -> list[int]:
-    ids = model.generation_config.eos_token_id
+def eos_token_ids(generation_config: GenerationConfig, tokenizer) -> list[int]:
+    """Every id that ends a response: the model's generation config's, and the tokenizer's EOS."""
+    ids = generation_config.eos_token_id
     ids = [ids] if isinstance(ids, int) else list(ids or [])
     if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
         ids.append(tokenizer.eos_token_id)
@@ -255,7 +257,7 @@ class ActorRolloutRefWorker:
                 share_prompt_prefix=ref_cfg.model.share_prompt_prefix,
             )  # fmt: skip
         self.critic = self._build_critic(mesh) if config.uses_critic else None
-        eos_ids = eos_token_ids(model, self.tokenizer)
+        eos_ids = eos_token_ids(model.generation_config, self.tokenizer)
         self.engine_thread: EngineThread | None = None
         if ref_cfg.rollout.name == "sglang":
             from verl.workers.rollout.sglang_engine import SGLangRolloutEngine
