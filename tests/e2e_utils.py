@@ -24,6 +24,12 @@ HANG_S = 900
 ONE_PROCESS = "trainer.launcher=local"
 
 
+def varies_between_runs(key: str) -> bool:
+    """Metrics that differ between any two runs of the same computation: wall-clock times and a CPU
+    process's peak resident memory."""
+    return key.startswith("timing/") or key in ("perf/cum_time_s", "perf/peak_rss_gib")
+
+
 def asset_paths(assets) -> list[str]:
     """The overrides that point a config at the test model and data."""
     return [

@@ -68,6 +68,23 @@ EXPECTED = {
         "trainer.group": "tiny_markovian",
         "trainer.default_local_dir": "outputs/tiny_delethink",
     },
+    "smollm2_gsm8k_longcot": {
+        "data.max_response_length": 256,  # B
+        "actor_rollout_ref.model.lora_rank": 16,
+        "actor_rollout_ref.rollout.name": "hf",
+        "reward_model.thinking_tags": False,
+        "actor_rollout_ref.rollout.agent.default_agent_loop": "single_turn",
+        "trainer.default_local_dir": "outputs/smollm2_gsm8k_longcot",
+    },
+    "smollm2_gsm8k_delethink": {
+        "data.max_response_length": 128,  # C
+        "algorithm.delethink.keep_head": 32,  # m = 64
+        "algorithm.delethink.max_chunks": 3,  # 128 + 2 x 64 = 256 = LongCoT's B
+        "data.max_prompt_length": 320,
+        "actor_rollout_ref.model.lora_rank": 16,  # inherited from smollm2_gsm8k_longcot
+        "trainer.group": "smollm2_gsm8k",
+        "trainer.default_local_dir": "outputs/smollm2_gsm8k_delethink",
+    },
     "testbed_longcot": {
         "data.max_response_length": 512,  # B
         "data.max_prompt_length": 160,

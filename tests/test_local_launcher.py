@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tests.e2e_utils import DELETHINK, HANG_S, asset_paths, tiny_config
+from tests.e2e_utils import DELETHINK, HANG_S, asset_paths, tiny_config, varies_between_runs
 from verl.single_controller.worker_group import cpu_threads_per_rank
 from verl.trainer.launch import run
 from verl.trainer.resume import config_differences
@@ -34,11 +34,6 @@ name, assets, run_dir, overrides = json.loads(sys.argv[1])
 run(tiny_config(name, Path(assets), Path(run_dir), *overrides))
 print("ray imported:", "ray" in sys.modules)
 """
-
-
-def _is_timing(key: str) -> bool:
-    """Wall-clock metrics: they differ between any two runs."""
-    return key.startswith("timing/") or key == "perf/cum_time_s"
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:
@@ -65,9 +60,10 @@ def test_local_run_equals_the_ray_run_and_imports_no_ray(name, tiny_assets, ray_
     assert [m["step"] for m in on_local] == [m["step"] for m in on_ray] == [1, 2, 3]
     for a, b in zip(on_ray, on_local, strict=True):
         assert set(a) == set(b)
-        compared = [k for k in a if not _is_timing(k)]
+        compared = [k for k in a if not varies_between_runs(k)]
         assert "actor/pg_loss" in compared and "train/score_mean" in compared
         assert not any(k.startswith("perf/max_memory") for k in a)  # device peaks are CUDA-only
+        assert a["perf/peak_rss_gib"] > 0 and b["perf/peak_rss_gib"] > 0  # on CPU, the process's peak
         # the same code on the same threads: the same float operations in the same order, bit for bit
         for key in compared:
             assert a[key] == b[key], (a["step"], key, a[key], b[key])

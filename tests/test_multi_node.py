@@ -24,7 +24,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tests.e2e_utils import DELETHINK, HANG_S, tiny_overrides
+from tests.e2e_utils import DELETHINK, HANG_S, tiny_overrides, varies_between_runs
 from verl.config import compose_config
 from verl.trainer.config_loader import load_config
 from verl.trainer.launch import run
@@ -139,17 +139,13 @@ print("gcs", ray.get_runtime_context().gcs_address)
 """
 
 
-def _is_timing(key: str) -> bool:
-    return key.startswith("timing/") or key == "perf/cum_time_s"
-
-
 def assert_same_run(run_dir: Path, reference: Path) -> None:
     """Equal metrics (but wall-clock times) and final checkpoint within 1e-5."""
     got, want = read_jsonl(run_dir / "metrics.jsonl"), read_jsonl(reference / "metrics.jsonl")
     assert [m["step"] for m in got] == [m["step"] for m in want] == [1, 2, 3]
     for a, b in zip(got, want, strict=True):
         assert set(a) == set(b)
-        for key in (k for k in a if not _is_timing(k)):
+        for key in (k for k in a if not varies_between_runs(k)):
             assert math.isclose(a[key], b[key], rel_tol=0, abs_tol=1e-5), (a["step"], key, a[key], b[key])
     assert want[0]["actor/grad_norm"] > 0  # the steps trained
     final = Path("global_step_3") / "actor" / "huggingface"

@@ -30,10 +30,10 @@ NO_LIMIT = 100_000  # tokens: the byte-level tiny tokenizer makes long prompts (
 # rows per task as in verl/data/math/SOURCES.md; math_train drops its 4 rows without an answer
 ROWS = {
     "aime24": 30, "aime25": 30, "amc23": 40, "math500": 500, "gsm8k": 1319, "deepscaler_val": 30,
-    "deepscaler_head": 803, "deepscaler_aime": 975, "math_train": 7470,
+    "deepscaler_head": 803, "deepscaler_aime": 975, "math_train": 7470, "gsm8k_rest": 1319 - 200,
 }  # fmt: skip
 VAL_TASKS = ["aime24", "aime25", "amc23", "math500", "gsm8k", "deepscaler_val"]
-TRAIN_TASKS = ["deepscaler_head", "deepscaler_aime", "math_train"]
+TRAIN_TASKS = ["deepscaler_head", "deepscaler_aime", "math_train", "gsm8k_rest"]
 
 
 @pytest.fixture(scope="module")
@@ -82,10 +82,12 @@ def test_every_stored_task_loads(name, stored_tasks, loaded):
     task, items = stored_tasks[name], loaded[name]
     assert Path(task.path).parent == MATH_DIR and Path(task.path).is_file()
     assert len(items) == ROWS[name]
-    assert {it.data_source for it in items} == {name}
+    assert {it.data_source for it in items} == {task.data_source}
+    assert task.data_source == name or (name, task.data_source) == ("gsm8k_rest", "gsm8k")  # scored as GSM8K
     assert all(isinstance(it.ground_truth, str) and it.ground_truth for it in items)
     if task.shuffle_seed is None:
-        assert [it.extra_info["index"] for it in items[:3]] == [0, 1, 2]  # file order
+        first = task.skip_rows
+        assert [it.extra_info["index"] for it in items[:3]] == [first, first + 1, first + 2]  # file order
     assert {it.val_n for it in items} == {task.n}
 
 
@@ -160,6 +162,21 @@ def test_max_samples_and_shuffle_seed_are_deterministic(tokenizer):
     assert indices(shuffle_seed=3) == shuffled
     assert indices(shuffle_seed=3, max_samples=5) == shuffled[:5]  # shuffle first, then take
     assert indices(shuffle_seed=4) != shuffled
+
+
+def test_skip_rows_holds_the_first_rows_out_before_the_shuffle(tokenizer):
+    def indices(**changes):
+        return [it.extra_info["index"] for it in load_task("a", aime24(**changes), tokenizer, NO_LIMIT)]
+
+    assert indices(skip_rows=27) == [27, 28, 29]  # the file's row numbers
+    shuffled = indices(skip_rows=20, shuffle_seed=3)
+    assert sorted(shuffled) == list(range(20, 30)) and shuffled != list(range(20, 30))
+    assert indices(skip_rows=20, shuffle_seed=3, max_samples=4) == shuffled[:4]
+    with pytest.raises(ValueError, match=r"task a: skip_rows=30 leaves none of the 30 rows of .*aime24"):
+        indices(skip_rows=30)
+    assert TaskConfig(data_source="s", path="p", skip_rows=-1).problems("val_tasks.a") == [
+        "val_tasks.a.skip_rows=-1: must be >= 0"
+    ]
 
 
 def test_val_n_and_extra_info(tokenizer):

@@ -49,6 +49,7 @@ class TaskConfig:
     prompt_template: str = "{problem}"  # str.format with the row's columns
     system_prompt: str | None = None
     max_samples: int = -1  # -1: every row
+    skip_rows: int = 0  # the first skip_rows rows of the file are left out (held out for evaluation, say)
     shuffle_seed: int | None = None  # set: shuffle rows with this seed before max_samples
     n: int | None = None  # validation samples per problem; None: rollout.val_kwargs.n
     bad_rows: str = "filter"  # filter: drop bad rows and log the count | error: fail naming the row
@@ -61,6 +62,7 @@ class TaskConfig:
     def problems(self, key: str) -> list[str]:
         return broken(self, key, [
             ("max_samples", off_or_positive, "must be -1 (every row) or > 0"),
+            ("skip_rows", lambda v: v >= 0, "must be >= 0"),
             ("n", lambda v: v is None or v >= 1, "must be null or >= 1"),
             one_of("bad_rows", TASK_BAD_ROWS),
             ("path", lambda v: v is not None or self.hf_dataset,

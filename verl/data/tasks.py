@@ -169,18 +169,19 @@ def _task_rows(name: str, task: TaskConfig) -> list[dict[str, Any]]:
 def load_task(
     name: str, task: TaskConfig, tokenizer, max_prompt_tokens: int, section: str = "data"
 ) -> list[PromptItem]:
-    """Prompts of one task: rows in file order, or shuffled with `shuffle_seed`; the first `max_samples`
-    usable rows (-1: all). Bad rows are dropped and counted, or raise (`bad_rows: error`). `section` is
-    where the calling entry point keeps max_prompt_length ("data" in training, "" in main_eval), so that
-    a message names that entry point's key."""
+    """Prompts of one task: rows in file order from `skip_rows` on, or those shuffled with `shuffle_seed`;
+    the first `max_samples` usable rows (-1: all). Bad rows are dropped and counted, or raise (`bad_rows:
+    error`). `section` is where the calling entry point keeps max_prompt_length ("data" in training, "" in
+    main_eval), so that a message names that entry point's key."""
     length_key = join_key(section, "max_prompt_length")
     rows = _task_rows(name, task)
     _check_columns(name, task, rows)
-    order = (
-        range(len(rows))
-        if task.shuffle_seed is None
-        else np.random.default_rng(task.shuffle_seed).permutation(len(rows))
-    )
+    if task.skip_rows >= len(rows):
+        raise DataError(
+            f"task {name}: skip_rows={task.skip_rows} leaves none of the {len(rows)} rows of {task.source}"
+        )
+    kept = np.arange(task.skip_rows, len(rows))
+    order = kept if task.shuffle_seed is None else np.random.default_rng(task.shuffle_seed).permutation(kept)
     items: list[PromptItem] = []
     dropped: Counter[str] = Counter()
     shortest = math.inf  # of the overlong prompts: the limit that would let the first of them in

@@ -41,8 +41,9 @@ def current_rss() -> int:
 class DevicePhasePeaks:
     """The most CUDA memory each named phase held (allocated: live tensors; reserved: what the caching
     allocator kept from the driver, closer to nvidia-smi), the maximum over the phase's runs since the
-    last `report`. On a CPU device it records nothing: a process's resident set mixes the trainer,
-    the engine and the libraries, so it says nothing per phase and the metrics are left out."""
+    last `report`. On a CPU device there are no phases: a process's resident set mixes the trainer, the
+    engine and the libraries, so the report gives the process's peak resident set since it started
+    (`perf/peak_rss_gib`: a worker's under Ray, the whole run's with trainer.launcher=local)."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -65,7 +66,9 @@ class DevicePhasePeaks:
 
     def report(self) -> dict[str, float]:
         """`perf/max_memory_{allocated,reserved}_gib/<phase>` and, over all phases, without the suffix;
-        then start over."""
+        then start over. On CPU: `perf/peak_rss_gib`."""
+        if not self.enabled:
+            return {"perf/peak_rss_gib": peak_rss() / GIB}
         metrics: dict[str, float] = {}
         for name, (allocated, reserved) in self.peaks.items():
             metrics[f"perf/max_memory_allocated_gib/{name}"] = allocated / GIB
