@@ -1,6 +1,8 @@
 """The data-parallel worker group: how work is split over ranks, and that 2 ranks (two Ray actor
 processes, FSDP2 over gloo) train like 1 rank, up to float rounding, and can stop and resume."""
 
+import os
+
 import pytest
 import torch
 from transformers import AutoTokenizer
@@ -124,3 +126,13 @@ def test_bf16_mixed_precision_with_gradient_checkpointing_trains(tiny_assets, tm
     assert 1e-3 < gap < 0.1
     assert torch.isfinite(torch.tensor(metrics["actor/pg_loss"])) and metrics["actor/grad_norm"] > 0
     assert all(v.dtype == torch.float32 for v in weights.values())
+
+
+def test_ray_workers_run_at_the_drivers_priority(ray_session):
+    """Ray would start them at nice 15, behind every other busy process (verl/trainer/cluster.py)."""
+
+    @ray_session.remote
+    def niceness() -> int:
+        return os.nice(0)
+
+    assert ray_session.get(niceness.remote()) == os.nice(0)

@@ -64,7 +64,11 @@ def start_local_ray(**init_kwargs) -> None:
     """A private Ray on this machine, `ray.init(address="local", **init_kwargs)`, started from scratch
     again when Ray timed out on its own start-up. address="local": never the cluster a `ray start` on
     this machine recorded in /tmp/ray/ray_current_cluster, which a plain ray.init() would join (or hang
-    on, once stopped)."""
+    on, once stopped). Its workers run at the driver's priority: Ray starts them at nice 15 by default
+    (its `worker_niceness`, meant for background tasks), where the ranks that do a run's compute lost
+    most of the CPU to any other busy process (a LoRA step of SmolLM2 got a sixth of a core beside one
+    other Python process). RAY_worker_niceness set by the caller wins."""
+    os.environ.setdefault("RAY_worker_niceness", "0")
     import ray
 
     for attempt in range(1, LOCAL_RAY_STARTS + 1):
