@@ -142,3 +142,17 @@ def test_the_mutation_run_is_written_as_a_results_record_a_row_per_module(tmp_pa
     reported = mutants["record"]({**summary, "stale_equivalent": []}, "3.8.1", None, ["--report"])
     assert reported.command == "python benchmarks/mutants.py --report" and reported.notes == ""
     assert reported.tables[0].caption.endswith("at that commit.")  # nothing ran: no wall time
+
+
+def test_real_model_eval_counts_equal_traces_and_where_the_others_part():
+    benchmark = runpy.run_path(str(BENCHMARKS / "real_model_eval.py"))
+
+    def sample(*chunks):
+        return {"chunks": [{"response_ids": list(c)} for c in chunks]}
+
+    ours = [sample([1, 2], [3]), sample([1, 2, 3]), sample([5, 6], [7, 8]), sample([9])]
+    theirs = [sample([1, 2], [3]), sample([1, 2], [3]), sample([5, 6], [7, 9]), sample([4])]
+    # traces are compared whole: chunk edges do not matter, the first differing thinking token does
+    assert benchmark["agreement"](ours, theirs) == {"traces": 4, "equal": 2, "parted_at": [0, 3]}
+    with pytest.raises(ValueError):
+        benchmark["agreement"](ours, theirs[:3])

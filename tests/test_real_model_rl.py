@@ -10,6 +10,8 @@ with from_pretrained, the model main_eval evaluates), wandb's table of the model
 """
 
 import json
+import runpy
+import statistics
 from pathlib import Path
 
 import pytest
@@ -130,3 +132,20 @@ def test_lora_rl_on_the_real_model_trains_checkpoints_resumes_and_exports(
     page = tmp_path / "viewer.html"
     assert viewer([str(run_dir), "--tokenizer", str(checkpoint), "--out", str(page)]) == 0
     assert "train step 1" in page.read_text(encoding="utf-8")
+
+    # examples/real_model_rl.sh's record reads the run back
+    record = runpy.run_path(str(Path(__file__).parents[1] / "recipes" / "real_model" / "record.py"))
+    figures = record["summarise"](run_dir)
+    assert figures["steps"] == last and figures["score"] == pytest.approx(
+        statistics.fmean(m["train/score_mean"] for m in trained)
+    )
+    assert figures["step_s"] >= figures["gen_s"] > 0 and figures["peak_rss_gib"] > 1.0
+    assert (
+        figures["before"] == metrics[0]["val/gsm8k/mean@1"]
+        and figures["after"] == metrics[-1]["val/gsm8k/mean@1"]
+    )
+    caption = record["setting"](record["run_config"](run_dir))
+    assert (
+        caption
+        == "GRPO with LoRA (rank 16) on GSM8K, 2 prompts x 2 samples a step, thinking budget 32 in both"
+    )

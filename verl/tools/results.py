@@ -49,6 +49,7 @@ SECTIONS = {
     "actor": ("The actor", "benchmarks/README.md"),
     "rewards": ("Rewards", "benchmarks/README.md"),
     "viewer": ("The rollout viewer", "benchmarks/README.md"),
+    "pretrained": ("A real pretrained model", "docs/TRAINING.md"),
     "gpu": ("The CUDA path on one GPU", "docs/GPU.md"),
 }
 
