@@ -28,6 +28,13 @@ BUDGET = [
 ]
 
 
+NOTES = """\
+Accuracy and agreement, not speed: the machine's load changes neither (timings: docs/results/engine.md,
+sglang_against_hf). With `reward.thinking_tags=false` only a response that ended with EOS is read as an
+answer, one cut at the budget scores 0: SmolLM2-135M-Instruct ends about a third of its responses within
+256 tokens, and at 135 M parameters it answers almost none of these problems."""
+
+
 def evaluate(model: Path, out: Path, overrides: list[str]) -> dict:
     from hydra import compose, initialize_config_dir
 
@@ -122,7 +129,7 @@ def write(args, summaries: dict, agree: dict, sampled_summary: dict) -> None:
                 "SGLang against the HF engine",
             ),
         ],  # fmt: skip
-        notes="",
+        notes=NOTES,
         **provenance(),
     )
     write_record(args.record, record)
