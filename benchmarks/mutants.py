@@ -1,11 +1,13 @@
 """`make mutants`: mutation testing of the modules in pyproject.toml's [tool.mutmut] only_mutate (the pure
-core, checkpoint retention, the Delethink agent loop) with the fast tests named there.
+core, checkpoint retention, the Delethink agent loop, the results pages, the data and tasks, the
+evaluation's config and statistics and the Markovian testbed's verdicts) with the fast tests named there.
 
-mutmut changes one thing at a time in a copy of verl/ under mutants/ (an operator, a constant, a
-comparison) and runs the tests that reach the changed function; a mutant that no test notices
-survives. Each survivor needs a test that kills it, or a line in benchmarks/mutants_equivalent.json
-saying why no test can: the mutant changes nothing observable (its mutated line is stored with it, so
-an entry that no longer names the same change counts as a survivor again).
+mutmut changes one thing at a time in a copy of verl/ and recipes/markovian_testbed/ under mutants/ (an
+operator, a constant, a comparison) and runs the tests that reach the changed function; a mutant that no
+test notices survives. Each survivor needs a test that kills it, or a line in
+benchmarks/mutants_equivalent.json saying why no test can: the mutant changes nothing observable (its
+mutated line is stored with it, so an entry that no longer names the same change counts as a survivor
+again).
 
 One worker process, module by module (the machine is shared). Writes its results record,
 docs/results/mutants.yaml (docs/results/README.md; `make results` puts it on docs/RESULTS.md): per
@@ -40,9 +42,12 @@ OUT = REPO / "docs" / "results" / "mutants.yaml"
 KILLED = ("killed", "timeout", "segfault")  # a mutant that crashes or hangs the tests is noticed
 
 
-def target_modules(only_mutate: list[str]) -> list[str]:
-    """Dotted names of the files that only_mutate's patterns match, in path order."""
-    files = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "verl").rglob("*.py"))
+def target_modules(only_mutate: list[str], source_paths: list[Path]) -> list[str]:
+    """Dotted names of the files under source_paths (verl/ and the recipe's folder: mutmut names a module by
+    its path, recipes/markovian_testbed/report.py `recipes.markovian_testbed.report`) that only_mutate's
+    patterns match, in path order."""
+    found = {p.relative_to(REPO).as_posix() for folder in source_paths for p in (REPO / folder).rglob("*.py")}
+    files = sorted(found)
     chosen = [f for f in files if any(fnmatch.fnmatch(f, pattern) for pattern in only_mutate)]
     return [f.removesuffix(".py").removesuffix("/__init__").replace("/", ".") for f in chosen]
 
@@ -51,15 +56,24 @@ def run_module(module: str) -> float:
     """Run every mutant of `module` (one worker); returns the wall seconds. mutmut names a mutant
     `<module>.x_<function>__mutmut_<n>` (a method: `<module>.xǁ<class>ǁ<method>__mutmut_<n>`)."""
     start = time.perf_counter()
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "mutmut", "run", "--max-children", "1", f"{module}.x*"],
-        cwd=REPO, check=True, stdout=subprocess.DEVNULL,
+        cwd=REPO, stdout=subprocess.DEVNULL,
     )  # fmt: skip
+    if done.returncode != 0 and exit_codes(module):  # none: mutmut found no mutant of it, nothing ran
+        raise subprocess.CalledProcessError(done.returncode, done.args)
     return time.perf_counter() - start
 
 
+def meta_path(module: str) -> Path:
+    """Where mutmut keeps `module`'s results: beside its copy in mutants/ (a package's, its __init__.py's)."""
+    path = REPO / "mutants" / module.replace(".", "/")
+    package = path / "__init__.py.meta"
+    return package if package.is_file() else path.with_name(path.name + ".py.meta")
+
+
 def exit_codes(module: str) -> dict[str, int | None]:
-    meta = REPO / "mutants" / (module.replace(".", "/") + ".py.meta")
+    meta = meta_path(module)
     return json.loads(meta.read_text())["exit_code_by_key"] if meta.is_file() else {}
 
 
@@ -144,13 +158,22 @@ def main() -> None:
     from mutmut.configuration import config
 
     cfg = config()  # pyproject.toml's [tool.mutmut], read from the working directory
-    targets = target_modules(cfg.only_mutate)
+    targets = target_modules(cfg.only_mutate, cfg.source_paths)
     if not (args.keep or args.report):
         shutil.rmtree(REPO / "mutants", ignore_errors=True)
+    for module in [] if args.report else targets:
+        if (REPO / "mutants").is_dir() and not meta_path(module).is_file():
+            # not in only_mutate when mutants/ was made: mutmut copied it unmutated, and keeps a copy newer
+            # than its source as it is; without the copy it writes the module's mutants. Its test map knows
+            # no test of the module (the copy had no trampolines to record them): it is made again.
+            for copy in (module.replace(".", "/") + ".py", module.replace(".", "/") + "/__init__.py"):
+                (REPO / "mutants" / copy).unlink(missing_ok=True)
+            (REPO / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     wall = {}
     for module in [] if args.report else args.modules or targets:
-        # the first run writes every target's mutants; a module with none is not run (it would run every test)
-        if (REPO / "mutants").is_dir() and not exit_codes(module):
+        # the first run writes every target's mutants; a module with none is not run (it would run every
+        # test), one without a .meta yet (named in only_mutate since mutants/ was made) is: its run writes it
+        if meta_path(module).is_file() and not exit_codes(module):
             continue
         wall[module] = run_module(module)
     equivalent = json.loads(EQUIVALENT.read_text())

@@ -23,5 +23,5 @@ done
 "$PYTHON" -m verl.tools.compare "$OUT/longcot" "$OUT/delethink" --out "$OUT/comparison.png"
 "$PYTHON" -m verl.tools.viewer "$OUT/delethink" --compare "$OUT/longcot" --out "$OUT/viewer.html"
 if [[ ${RECORD:-1} == 1 ]]; then
-  "$PYTHON" recipes/real_model/record.py "$OUT"
+  "$PYTHON" recipes/real_model/record.py "$OUT" --wall-s "$SECONDS"  # bash's seconds since the start
 fi

@@ -15,8 +15,15 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from tests.e2e_utils import HANG_S, ONE_PROCESS, asset_paths, tiny_config, tiny_longcot_with
-from tests.test_local_launcher import REPO, _is_timing, assert_refused
+from tests.e2e_utils import (
+    HANG_S,
+    ONE_PROCESS,
+    asset_paths,
+    tiny_config,
+    tiny_longcot_with,
+    varies_between_runs,
+)
+from tests.test_local_launcher import REPO, assert_refused
 from tests.test_memory_estimate import SMALL
 from tests.test_tracking_and_checkpoint import commit
 from verl.config import ConfigError, compose_config
@@ -377,7 +384,10 @@ def assert_same_run(run_dir: Path, reference: Path, step: int) -> None:
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
 
     def steady(path):
-        return [{k: v for k, v in m.items() if not _is_timing(k)} for m in read_jsonl(path / "metrics.jsonl")]
+        return [
+            {k: v for k, v in m.items() if not varies_between_runs(k)}
+            for m in read_jsonl(path / "metrics.jsonl")
+        ]
 
     assert steady(run_dir) == steady(reference)[:step]
 

@@ -2,7 +2,7 @@
 and run-config checks, the warm-start check, the aggregate over seeds, and (slow) the whole recipe at its
 smoke size, which must write a seed's report with its verdict table, and over two seeds, their aggregate."""
 
-import importlib.util
+import importlib
 import json
 import math
 import os
@@ -23,11 +23,8 @@ RECIPE = REPO / "recipes" / "markovian_testbed"
 
 
 def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"testbed_{name}", RECIPE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[f"testbed_{name}"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    # by its package name (recipes/ is a namespace package): the name mutmut gives the module it mutates
+    return importlib.import_module(f"recipes.markovian_testbed.{name}")
 
 
 report = load("report")

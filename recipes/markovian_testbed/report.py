@@ -40,6 +40,7 @@ from verl.eval.paired import Scores, accuracy, fmt, paired_gain, paired_ratio, p
 from verl.eval.plot import save_figure
 from verl.tools.cost_model import logged_run_flops, qwen2_dims
 from verl.trainer.sft import outcome
+from verl.utils.checkpoint import step_dirs
 from verl.utils.fs import atomic_write_text, read_jsonl
 from verl.utils.reward_score.boxed import THINK_END
 
@@ -255,7 +256,7 @@ def claim_c(
 def run_flops(run_dirs: dict[str, Path], chunk: int, carry: int) -> dict[str, float]:
     """Each RL run's estimated FLOPs over every logged training trajectory (verl/tools/cost_model.py:
     generation + 3x forward), with the model shape and tokenizer of the newest checkpoint."""
-    hf_dir = sorted(next(iter(run_dirs.values())).glob("global_step_*/actor/huggingface"))[-1]
+    hf_dir = step_dirs(next(iter(run_dirs.values())))[0] / "actor" / "huggingface"
     # the checkpoint's files read directly: transformers' Auto classes would import torch, seconds a report
     dims = qwen2_dims(SimpleNamespace(**json.loads((hf_dir / "config.json").read_text())))
     tokenizer = Tokenizer.from_file(str(hf_dir / "tokenizer.json"))

@@ -87,7 +87,7 @@ def summarise(run_dir: Path) -> dict[str, float]:
     }
 
 
-def table(figures: dict[str, dict[str, float]], caption: str) -> Table:
+def table(figures: dict[str, dict[str, float]], caption: str, wall_s: float | None) -> Table:
     rows = [
         ["steps trained", lambda f: f"{f['steps']:.0f}"],
         ["time per step (s)", lambda f: f"{f['step_s']:.0f}"],
@@ -105,11 +105,10 @@ def table(figures: dict[str, dict[str, float]], caption: str) -> Table:
             lambda f: f"{f['before']:.3f} -> {f['after']:.3f}",
         ],
     ]
-    return Table(
-        ["figure", *ENVIRONMENTS],
-        [[name, *(cell(figures[e]) for e in ENVIRONMENTS)] for name, cell in rows],
-        caption,
-    )
+    cells = [[name, *(cell(figures[e]) for e in ENVIRONMENTS)] for name, cell in rows]
+    if wall_s is not None:  # one figure for the whole script, both runs together
+        cells.append(["the whole example, both runs (min)", f"{wall_s / 60:.1f}", ""])
+    return Table(["figure", *ENVIRONMENTS], cells, caption)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -120,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--out", dest="record", type=Path, default=REPO / "docs" / "results" / "real_model_rl.yaml"
     )
+    parser.add_argument("--wall-s", type=float, help="the example's wall time, start to end (its SECONDS)")
     args = parser.parse_args(argv)
     figures = {e: summarise(args.out / e) for e in ENVIRONMENTS}
     captions = {setting(run_config(args.out / e)) for e in ENVIRONMENTS}
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
         title="RL from SmolLM2-135M-Instruct on CPU: LoRA, GSM8K, LongCoT and Delethink",
         section="pretrained",
         command="bash examples/real_model_rl.sh",
-        tables=[table(figures, captions.pop())],
+        tables=[table(figures, captions.pop(), args.wall_s)],
         notes=notes(figures),
         **provenance(),
     )
