@@ -21,8 +21,10 @@ from verl.workers.actor.shared_prefix import (
 from verl.workers.micro_batching import consecutive_groups, prompt_sorted_groups
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def model():
+    """A fresh model per test: an actor with share_prompt_prefix switches its model's attention, which a
+    shared one would carry into whichever test runs next (the worker's order varies with worksteal)."""
     return build_model(build_tokenizer(), seed=0)
 
 
