@@ -11,6 +11,7 @@ tests/test_sglang_engine.py; tests/gpu/test_sglang_gpu.py runs it on a GPU.
 
 import asyncio
 import math
+import random
 import sys
 from types import SimpleNamespace
 
@@ -47,6 +48,30 @@ def sglang_output(token_ids, log_probs, finish, with_text=False, prompt_log_prob
 
 
 # request building --------------------------------------------------------------------------------
+def test_the_engines_port_is_drawn_apart_from_the_hosts_seeded_random():
+    """SGLang draws its scheduler's torch.distributed port from the module-level generator: two hosts
+    seeded alike draw the same one (the collision), unless the launch draws from fresh entropy; the host's
+    own stream goes on after the launch as if no engine had started."""
+    from sglang.srt.utils.network import get_free_port_below_ephemeral
+
+    seeded_ports = []
+    for _ in range(2):
+        random.seed(0)
+        seeded_ports.append(get_free_port_below_ephemeral())
+    assert seeded_ports[0] == seeded_ports[1]  # what two hosts seeded alike would bind
+
+    draws = []
+    for _ in range(2):
+        random.seed(0)
+        with sglang_engine._unseeded_module_random():
+            draws.append(random.random())
+        host_next = random.random()
+    random.seed(0)
+    assert draws[0] != draws[1] and random.random() not in draws  # fresh entropy each launch
+    random.seed(0)
+    assert host_next == random.random()  # the host's stream, untouched
+
+
 def test_sampling_params_pass_through_with_our_eos_and_seed():
     params = SamplingParams(max_new_tokens=16, temperature=0.7, top_p=0.9, top_k=-1, seed=5)
     assert build_sampling_params(params, [7, 2, 7]) == {

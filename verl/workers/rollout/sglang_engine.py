@@ -33,11 +33,13 @@ SGLang is imported inside the constructor, so the pure request/response function
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import math
 import numbers
 import os
+import random
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -250,11 +252,31 @@ def _launch_sglang(**server_args: Any) -> tuple[Any, list[int]]:
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     try:
-        engine = sglang.Engine(**server_args)
+        with _unseeded_module_random():
+            engine = sglang.Engine(**server_args)
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
     return engine, [child.pid for child in host.children() if child.pid not in before]
+
+
+@contextlib.contextmanager
+def _unseeded_module_random() -> Iterator[None]:
+    """Python's module-level `random` drawing from fresh entropy inside the block, and the host's state
+    given back after it.
+
+    SGLang 0.5.23 draws the port its scheduler binds for torch.distributed (`nccl_port`: gloo's store on
+    CPU) from that generator. Two hosts that seeded it alike (`seed_everything(config.trainer.seed)`: two
+    test workers, two trainers on one machine) draw the same port, and when their engines start within
+    seconds of each other the later scheduler cannot bind it; SGLang answers a failed child by killing
+    its host. Left as it was, the host's seeded stream is also not advanced by starting an engine.
+    """
+    state = random.getstate()
+    random.seed()  # from os.urandom
+    try:
+        yield
+    finally:
+        random.setstate(state)
 
 
 def _stop_sglang(engine: Any, own_pids: Sequence[int]) -> None:
