@@ -2,10 +2,12 @@
 and run-config checks, the warm-start check, the aggregate over seeds, and (slow) the whole recipe at its
 smoke size, which must write a seed's report with its verdict table, and over two seeds, their aggregate."""
 
+import dataclasses
 import importlib
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +33,7 @@ report = load("report")
 lora_table = load("lora_table")
 run_config = load("run_config")
 aggregate = load("aggregate")
+settings = load("settings")
 step_errors = load("step_errors")
 
 
@@ -112,10 +115,12 @@ def test_claim_b_needs_a_rising_delethink_and_a_small_longcot_gain():
     assert "not decided" in "\n".join(lines) and verdict.held is None
 
 
-def timed(wall_s: float, thinking_tokens: int, update_s: float = 1.0) -> dict:
+def timed(wall_s: float, thinking_tokens: int, update_s: float = 1.0, decode_ms: float = 1.0) -> dict:
+    """A timed step batch, and its budget's distinct-problem pass decoding at `decode_ms` per token."""
     return {
         "wall_s": wall_s, "thinking_tokens": thinking_tokens, "prefill_s": 0.5, "prefill_tokens": 100,
         "reused_prompt_tokens": 40, "trajectories": 128, "update_s": update_s, "step_s": wall_s + update_s,
+        "distinct": {"decode_ms_per_token": decode_ms, "prefill_ms_per_token": 0.25},
     }  # fmt: skip
 
 
@@ -128,42 +133,51 @@ def with_ratios(row: dict) -> dict:
 
 
 def test_claim_c_step_batch_rollout_and_per_token_growth():
-    # 10 thinking tokens per budget token. LongCoT: 1.0 -> 2.0 ms/token; Delethink: 1.2 -> 1.32 (1.10x)
+    # 10 thinking tokens per budget token. The earlier measure, rollout ms per thinking token: LongCoT 1.0 ->
+    # 2.0; Delethink 1.2 -> 1.32 (1.10x). Decode ms per token of the distinct rows: LongCoT 0.8 -> 2.0
+    # (2.50x), Delethink 0.5 -> 0.575 (1.15x)
     rows = [
-        with_ratios(
-            {"budget": b, "max_chunks": i, "longcot": timed(lc, 10 * b), "delethink": timed(dt, 10 * b)}
-        )
-        for b, i, lc, dt in ((512, 7, 5.12, 6.144), (1024, 15, 15.36, 13.517), (2048, 31, 40.96, 27.034))
-    ]
+        with_ratios({"budget": b, "max_chunks": i, "longcot": timed(lc, 10 * b, decode_ms=lc_decode),
+                     "delethink": timed(dt, 10 * b, decode_ms=dt_decode)})
+        for b, i, lc, dt, lc_decode, dt_decode in ((512, 7, 5.12, 6.144, 0.8, 0.5),
+                                                    (1024, 15, 15.36, 13.517, 1.2, 0.52),
+                                                    (2048, 31, 40.96, 27.034, 2.0, 0.575))
+    ]  # fmt: skip
     as_trained = {"budget": 512, "longcot": timed(4.0, 3000), "delethink": timed(4.4, 3100)}
     as_trained["delethink_over_longcot"] = 1.1
-    timing = {"prompts": 16, "samples": 8, "repeats": 3, "rows": rows, "as_trained": as_trained}
+    timing = {"prompts": 16, "samples": 8, "repeats": 3, "distinct_rows": 128, "rows": rows,
+              "as_trained": as_trained}  # fmt: skip
     lines, cost, verdicts = report.claim_c({}, timing, 512, 128, 64)
     text = "\n".join(lines)
     by_key = {v.key: v for v in verdicts}
     assert by_key["c_rollout"].held is None  # no RL runs given
     assert by_key["c_crossover"].value == 2.0 and by_key["c_crossover"].held  # from 1024 = 2B
-    assert (
-        by_key["c_flat"].value == pytest.approx((27.034 / 20480) / (6.144 / 5120)) and by_key["c_flat"].held
-    )
-    assert "| 512 | 7 | 5.12 | 6.14 | 1.20 | 1.000 | 1.200 | 0.50 (100 / 40) |" in text
+    assert by_key["c_flat"].value == pytest.approx(0.575 / 0.5) and by_key["c_flat"].held
+    assert "| 512 | 7 | 5.12 | 6.14 | 1.20 | 0.50 (100 / 40) |" in text
+    # decode and prefill ms per token of the distinct rows, then the earlier measure
+    assert "| 512 | 0.800 | 0.500 | 0.250 | 0.250 | 1.000 | 1.200 |" in text
     assert "Delethink 4.40 s (3100 thinking tokens), LongCoT 4.00 s (3000)" in text
     assert "Delethink / LongCoT = 1.10 (target < 1): **not held**" in text
     assert "budgets at which Delethink's rollout is the cheaper one: [1024, 2048]" in text
-    assert "longcot: per-token time at 2048 / at 512 = 2.00x" in text
-    assert "delethink: per-token time at 2048 / at 512 = 1.10x" in text
+    assert (
+        "- longcot: decode time per token at 2048 / at 512 = 2.50x (the earlier measure, rollout time per "
+        "thinking token: 2.00x)" in text
+    )
+    assert "- delethink: decode time per token at 2048 / at 512 = 1.15x (the earlier measure" in text
     assert "LongCoT growing (> 1x) and faster than Delethink: **held**" in text
     # per trajectory (128): LongCoT rollout 40 ms at 512, update 1 s / 128 = 7.8 ms, step 47.8 ms
     assert "| 512 | 40.0 | 48.0 | 7.8 | 7.8 | 47.8 | 55.8 | 1.17 |" in text
     assert "whole step (rollout + update) per trajectory is the cheaper one from budget 1024" in text
     assert "its rollout from budget 1024; at 2048 Delethink / LongCoT is 0.67 for the step" in text
     assert report.ms_per_token(cost["timing"][2]["longcot"]) == pytest.approx(2.0)
-    # LongCoT not growing (0.48x) is not held, even with Delethink falling faster (0.42x)
-    for r, (lc, dt) in zip(rows, ((5.12, 5.12), (9.8, 8.5), (9.83, 8.5)), strict=True):
-        r["longcot"], r["delethink"] = timed(lc, 10 * r["budget"]), timed(dt, 10 * r["budget"])
+    # LongCoT's decode not growing (0.48x) is not held, even with Delethink's falling faster (0.42x), and
+    # whatever the earlier measure says (unchanged here: 2.00x and 1.10x)
+    for r, (lc, dt) in zip(rows, ((1.0, 1.2), (0.96, 1.02), (0.48, 0.504)), strict=True):
+        r["longcot"]["distinct"]["decode_ms_per_token"] = lc
+        r["delethink"]["distinct"]["decode_ms_per_token"] = dt
     flat = "\n".join(report.claim_c({}, timing, 512, 128, 64)[0])
     assert (
-        "longcot: per-token time at 2048 / at 512 = 0.48x" in flat
+        "longcot: decode time per token at 2048 / at 512 = 0.48x" in flat
         and "faster than Delethink: **not held**" in flat
     )
 
@@ -184,16 +198,27 @@ def test_claim_c_in_training_is_the_median_of_the_paired_steps():
 
 
 def test_claim_c_flat_needs_longcot_to_grow_faster_than_delethink():
-    # Delethink within 1.2x (1.15x) but LongCoT growing less (1.05x): LongCoT's cost did not grow "more"
+    # decode ms per token: Delethink within 1.2x (1.15x) but LongCoT growing less (1.05x): LongCoT's cost
+    # did not grow "more"; the earlier measure (LongCoT 2.00x, Delethink 1.00x) does not decide it
     rows = [
-        {"budget": b, "longcot": timed(lc, 10 * b), "delethink": timed(dt, 10 * b)}
-        for b, lc, dt in ((512, 5.12, 5.12), (2048, 21.504, 23.552))
+        {
+            "budget": b,
+            "longcot": timed(lc, 10 * b, decode_ms=lc_ms),
+            "delethink": timed(dt, 10 * b, decode_ms=dt_ms),
+        }
+        for b, lc, dt, lc_ms, dt_ms in ((512, 5.12, 5.12, 1.0, 1.0), (2048, 40.96, 20.48, 1.05, 1.15))
     ]
     lines, verdict = report.flatness(rows)
     assert verdict.value == pytest.approx(1.15) and not verdict.held
     assert verdict.measured == "Delethink 1.15x, LongCoT 1.05x from 512 to 2048"
-    rows[1]["longcot"] = timed(24.576, 20480)  # 1.20x: now faster than Delethink's growth
+    rows[1]["longcot"]["distinct"]["decode_ms_per_token"] = 1.2  # 1.20x: now faster than Delethink's growth
     assert report.flatness(rows)[1].held
+    # a timing file without the distinct-problem pass decides nothing
+    del rows[0]["delethink"]["distinct"]
+    assert report.flatness(rows) == (
+        [], report.not_measured("c_flat", report.C_FLAT_CLAIM, report.C_FLAT_TARGET,
+                                "old timing.json (no distinct pass)"),
+    )  # fmt: skip
 
 
 def test_crossover_is_where_delethink_stays_cheaper_up_to_the_largest_budget():
@@ -364,7 +389,7 @@ def test_the_recipe_at_smoke_size_writes_every_table(tmp_path):
         "## (b) accuracy vs thinking budget on problems longer than B = 128",
         "## (c) training cost",
         "Rollout per step, Delethink / LongCoT =",
-        "per-token time at 256 / at 128",
+        "decode time per token at 256 / at 128",
         "budgets at which Delethink's rollout is the cheaper one",
         "### The cost curve: one trajectory, LongCoT against Delethink",
         "On this machine Delethink's whole step (rollout + update) per trajectory is the cheaper one",
@@ -440,35 +465,6 @@ def test_bad_seeds_stop_the_recipe_before_any_stage(tmp_path):
         assert result.stderr.count("\n") == 1 and not (tmp_path / "out").exists()
 
 
-def test_op_time_split_counts_matmul_and_attention_kernels_against_the_rest():
-    split = load("time_rollouts").op_time_split(
-        {"aten::mm": 3.0, "aten::addmm": 1.0, "aten::mul": 2.0, "aten::silu": 0.5,
-         "aten::_scaled_dot_product_flash_attention_for_cpu_backward": 1.5, "aten::copy_": 2.0},
-        top=2,
-    )  # fmt: skip
-    assert split["op_s"] == 10.0 and split["matmul_s"] == 5.5 and split["matmul_share"] == 0.55
-    assert split["top_other"] == [("aten::mul", 2.0), ("aten::copy_", 2.0)]
-    assert load("time_rollouts").op_time_split({})["matmul_share"] == 0.0
-
-
-def test_the_update_profile_runs_both_environments_on_the_tiny_model(tiny_assets, tmp_path, capsys):
-    """--profile-update end to end on the random tiny model: a rollout, then its update under the profiler."""
-    result = load("time_rollouts").main([
-        "--longcot", str(tiny_assets / "model"), "--delethink", str(tiny_assets / "model"),
-        "--data", str(tiny_assets / "data" / "train.jsonl"), "--budgets", "24", "--chunk", "12",
-        "--keep-head", "2", "--keep-tail", "4", "--prompts", "2", "--samples", "2", "--num-threads", "1",
-        "--profile-update", "--out", str(tmp_path / "profile.json"),
-    ])  # fmt: skip
-    assert json.loads((tmp_path / "profile.json").read_text()) == json.loads(json.dumps(result))
-    for mode in ("longcot", "delethink"):
-        row = result[mode]
-        assert 0 < row["matmul_s"] < row["op_s"] and 0 < row["matmul_share"] < 1
-        assert row["update_s"] > 0 and row["train_tokens"] >= 4 * 24  # 4 trajectories, budget filled
-    # Delethink's rows repeat the question and the carry-over in every chunk: more tokens than LongCoT's
-    assert result["delethink"]["train_tokens"] > result["longcot"]["train_tokens"]
-    assert "matmul + attention" in capsys.readouterr().out
-
-
 def test_seeds_must_be_distinct_integers():
     assert run_config.parse_seeds(" 1 2\t30 ") == [1, 2, 30]
     for text, message in (
@@ -496,16 +492,94 @@ def test_a_run_directory_continues_only_with_the_settings_that_started_it(tmp_pa
     assert json.loads((out / run_config.CONFIG_FILE).read_text())["STEPS"] == "40"
 
 
-def test_a_change_to_sizes_sh_refuses_a_directory_started_before_it(tmp_path):
-    """run.sh records every sizes.sh value, so a directory whose warm start ran with another LONG_START is
-    refused before any stage, and one recorded before the sizes were kept is refused too."""
-    settings = subprocess.run(
-        ["bash", "-c", "source recipes/markovian_testbed/sizes.sh && echo $SIZE_SETTINGS"],
-        cwd=REPO, env={**os.environ, "SIZE": "smoke", "PYTHON": sys.executable},
+@pytest.mark.parametrize(
+    "size, shape, problem_sizes, sweeps, timing",
+    [
+        # C = B/4; keep_head = one step (9 tokens); keep_tail = C/2 - 9; I = 1 + (B - C) / (C - m) = 7. RL
+        # problems: n steps think 9(n + 1) tokens, so the longest within B is B // 9 - 1, the shortest a
+        # quarter of it; continuation chunks come from problems up to 4B. Sweeps: B, 1.5B, 2B, 3B, 4B
+        ("full", (512, 128, 9, 55, 64, 7), (13, 55, 226), ((512, 768, 1024, 1536, 2048), (7, 11, 15, 23, 31)),
+         (512, 1024, 2048, 4096)),
+        ("demo", (256, 64, 9, 23, 32, 7), (6, 27, 112), ((256, 384, 512, 768, 1024), (7, 11, 15, 23, 31)),
+         (256, 512, 1024, 2048)),
+        # smoke sweeps and times B..2B alone
+        ("smoke", (128, 32, 9, 7, 16, 7), (3, 13, 55), ((128, 192, 256), (7, 11, 15)), (128, 256)),
+    ],
+)  # fmt: skip
+def test_each_size_derives_its_delethink_shape_and_problem_sizes(size, shape, problem_sizes, sweeps, timing):
+    s = settings.SIZES[size]
+    assert (s.budget, s.chunk_size, s.keep_head, s.keep_tail, s.carry, s.max_chunks) == shape
+    assert s.chunk_size + (s.max_chunks - 1) * (s.chunk_size - s.carry) == s.budget  # Delethink's budget is B
+    assert (s.min_steps, s.max_steps, s.cont_max_steps) == problem_sizes
+    assert (s.sweep_budgets, s.sweep_chunks) == sweeps
+    assert s.timing_budgets == timing
+    # the timing problems: one per row of an RL step (16 x 8, 8 x 8, 2 x 2), for claim (c)'s distinct pass
+    assert s.timing_problems == {"full": 128, "demo": 64, "smoke": 4}[size]
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"budget": 100}, "budget=100: must be a multiple of 8 and >= 80, so that C = B/4 and m = C/2"),
+        ({"budget": 72}, "budget=72: must be a multiple of 8 and >= 80"),  # keep_tail would be 0
+        ({"budget": 512.0}, "budget=512.0: must be an integer >= 1"),
+        ({"sft_steps": 0}, "sft_steps=0: must be an integer >= 1"),
+        ({"zero_prob": 1.5}, "zero_prob=1.5: must be a number in [0, 1]"),
+        ({"check_both": 1}, "check_both=1: must be True or False"),
+        ({"rl_lr": 0.0}, "rl_lr=0.0: must be a number > 0"),
+        ({"long_start": 0.6}, "long_start=0.6: must be <= 1 - cont_prob = 0.5 (the shares of SFT examples"),
+        ({"prompts": 15}, "prompts=15: must be even"),
+    ],
+)
+def test_a_bad_setting_is_refused_with_a_line_naming_it(change, message):
+    with pytest.raises(ValueError, match=re.escape(f"TestbedSettings: {message}")) as refused:
+        dataclasses.replace(settings.SIZES["full"], **change)
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("size", list(settings.SIZES))
+def test_the_shell_variables_read_back_as_the_same_settings(size):
+    """What run.sh does with settings.py's lines (declare), echoed back: every field's value by its run.sh
+    name, and the derived ones as the dataclass has them."""
+    script = (
+        'SIZE_SETTINGS=$("$PYTHON" recipes/markovian_testbed/settings.py "$SIZE")\ndeclare $SIZE_SETTINGS\n'
+        'for name in ${SIZE_SETTINGS}; do name=${name%%=*}; echo "$name=${!name}"; done'
+    )
+    done = subprocess.run(
+        ["bash", "-euc", script], cwd=REPO, env={**os.environ, "SIZE": size, "PYTHON": sys.executable},
         capture_output=True, text=True, check=True,
-    ).stdout.split()  # fmt: skip
-    sizes = dict(word.split("=") for word in settings)
-    assert {"B", "SFT_TARGET", "LONG_START", "ZERO_PROB", "CONT_PROB"} <= set(sizes)
+    )  # fmt: skip
+    variables = dict(line.split("=", 1) for line in done.stdout.splitlines())
+    expected = settings.SIZES[size]
+
+    def read(name: str, like: object) -> object:
+        return variables[name] == "1" if isinstance(like, bool) else type(like)(variables[name])
+
+    fields = {f.name: "B" if f.name == "budget" else f.name.upper() for f in dataclasses.fields(expected)}
+    declared = {field: read(name, getattr(expected, field)) for field, name in fields.items()}
+    assert settings.TestbedSettings(**declared) == expected
+    derived = {"C": expected.chunk_size, "HEAD": expected.keep_head, "TAIL": expected.keep_tail,
+               "M": expected.carry, "I": expected.max_chunks, "MIN_STEPS": expected.min_steps,
+               "MAX_STEPS": expected.max_steps, "CONT_MAX_STEPS": expected.cont_max_steps,
+               "TIMING": expected.prompts * expected.samples}  # fmt: skip
+    assert {name: int(variables[name]) for name in derived} == derived
+    budgets = {"SWEEP_BUDGETS": expected.sweep_budgets, "SWEEP_CHUNKS": expected.sweep_chunks,
+               "TIMING_BUDGETS": expected.timing_budgets}  # fmt: skip
+    assert {name: tuple(map(int, variables[name].split(","))) for name in budgets} == budgets
+    assert set(variables) == {*fields.values(), *derived, *budgets}  # nothing else
+
+
+def test_an_unknown_size_stops_the_recipe_with_one_line(tmp_path):
+    result = run_recipe(tmp_path, SIZE="huge")
+    assert result.returncode == 2 and result.stderr == "SIZE must be one of full, demo, smoke, got 'huge'\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_change_to_the_settings_refuses_a_directory_started_before_it(tmp_path):
+    """run.sh records every value settings.py gives its size, so a directory whose warm start ran with
+    another LONG_START is refused before any stage, and one recorded before the sizes were kept is refused
+    too."""
+    sizes = settings.SIZES["smoke"].variables()
     rl_args = "trainer.logger=[console,jsonl] trainer.launcher=local"  # what run_recipe passes
     run_vars = {
         "SIZE": "smoke",
@@ -518,7 +592,7 @@ def test_a_change_to_sizes_sh_refuses_a_directory_started_before_it(tmp_path):
     record.parent.mkdir()
     for saved, message in (
         ({**run_vars, **sizes, "LONG_START": "0.05"}, f"LONG_START was '0.05', now '{sizes['LONG_START']}'"),
-        (run_vars, "has no record of ANSWER_CUTS, B, CHECK_BOTH,"),
+        (run_vars, "has no record of ANSWER_CUTS, B, C, CHECK_BOTH,"),
     ):
         record.write_text(json.dumps(saved))
         result = run_recipe(tmp_path)

@@ -77,14 +77,20 @@ def summary(mode: str, accuracy: dict[int, tuple[float, float]]) -> dict:
     return {"config": {"sampling": {"n": 4}}, "runs": runs}
 
 
-def timed(wall_s: float, thinking_tokens: int, update_s: float = 1.0) -> dict:
-    return {"wall_s": wall_s, "thinking_tokens": thinking_tokens, "prefill_s": 0.5, "prefill_tokens": 100,
-            "reused_prompt_tokens": 40, "trajectories": 100, "update_s": update_s,
-            "step_s": wall_s + update_s}  # fmt: skip
+def timed(wall_s: float, thinking_tokens: int, update_s: float = 1.0, decode_ms: float | None = None) -> dict:
+    """A timed step batch; with `decode_ms`, its budget's distinct-problem pass (prefill a fifth of that)."""
+    run = {"wall_s": wall_s, "thinking_tokens": thinking_tokens, "prefill_s": 0.5, "prefill_tokens": 100,
+           "reused_prompt_tokens": 40, "trajectories": 100, "update_s": update_s,
+           "step_s": wall_s + update_s}  # fmt: skip
+    if decode_ms is not None:
+        run["distinct"] = {"decode_ms_per_token": decode_ms, "prefill_ms_per_token": decode_ms / 5}
+    return run
 
 
-def timing_row(budget: int, lc: float, dt: float, chunks: int = 7) -> dict:
-    longcot, delethink = timed(lc, 10 * budget), timed(dt, 10 * budget)
+def timing_row(budget: int, lc: float, dt: float, chunks: int = 7, decode: tuple = (None, None)) -> dict:
+    """Rollouts of lc and dt seconds; `decode`: each environment's distinct-pass decode ms per token."""
+    longcot = timed(lc, 10 * budget, decode_ms=decode[0])
+    delethink = timed(dt, 10 * budget, decode_ms=decode[1])
     return {"budget": budget, "max_chunks": chunks, "longcot": longcot, "delethink": delethink,
             "delethink_over_longcot": dt / lc,
             "step_delethink_over_longcot": (dt + 1) / (lc + 1)}  # fmt: skip
@@ -373,14 +379,37 @@ def test_the_as_trained_lines_give_the_pair_at_b_and_the_budgets_where_delethink
 def test_the_timing_table_has_a_row_per_budget():
     timing = {"prompts": 16, "samples": 8, "repeats": 3, "rows": [timing_row(512, 5.0, 6.0, chunks=7)]}
     assert report.timing_table(timing) == [
-        "Rollout of one RL-step-sized batch (16 problems x 8 samples) at budgets B..8B (`time_rollouts.py`): "
-        "end-of-sequence ignored, so every sample writes its whole budget; both trained models alternate in "
-        "one process, median of 3 repeats.",
+        "Rollout of one RL-step-sized batch (16 problems x 8 samples) at budgets B..8B (`python -m "
+        "recipes.scaling.benchmark`): end-of-sequence ignored, so every sample writes its whole budget; both "
+        "trained models alternate in one process, median of 3 repeats.",
         "",
-        "| budget | I | LongCoT s | Delethink s | Delethink / LongCoT | LongCoT ms/token "
-        "| Delethink ms/token | Delethink prefill s (tokens prefilled / copied) |",
-        "|---|---|---|---|---|---|---|---|",
-        "| 512 | 7 | 5.00 | 6.00 | 1.20 | 0.977 | 1.172 | 0.50 (100 / 40) |",
+        "| budget | I | LongCoT s | Delethink s | Delethink / LongCoT "
+        "| Delethink prefill s (tokens prefilled / copied) |",
+        "|---|---|---|---|---|---|",
+        "| 512 | 7 | 5.00 | 6.00 | 1.20 | 0.50 (100 / 40) |",
+    ]
+
+
+def test_the_per_token_table_has_the_distinct_rows_decode_and_prefill_and_the_earlier_measure_beside():
+    rows = [timing_row(512, 5.0, 6.0, decode=(0.5, 0.25)), timing_row(1024, 20.0, 12.0, decode=(1.0, 0.3))]
+    assert report.per_token_table({"distinct_rows": 128, "rows": rows}) == [
+        "", "### Time per token: the context each token is computed against", "",
+        "One more rollout per budget whose 128 rows are distinct problems, one sample each, "
+        "end-of-sequence ignored: no row copies another's question, and every budget decodes the same rows. "
+        "The engine's decode seconds per token decoded and prefill seconds per prompt token prefilled, "
+        "apart; the earlier measure, the step batch's rollout wall time per thinking token, beside them.",
+        "",
+        "| budget | LongCoT decode ms/token | Delethink decode ms/token | LongCoT prefill ms/token "
+        "| Delethink prefill ms/token | earlier measure: LongCoT ms/token | Delethink ms/token |",
+        "|---|---|---|---|---|---|---|",
+        # earlier: 5 s / 5120 tokens = 0.977 ms, 6 s / 5120 = 1.172; 20 s / 10240 = 1.953, 12 / 10240 = 1.172
+        "| 512 | 0.500 | 0.250 | 0.100 | 0.050 | 0.977 | 1.172 |",
+        "| 1024 | 1.000 | 0.300 | 0.200 | 0.060 | 1.953 | 1.172 |",
+    ]  # fmt: skip
+    # a file from before the distinct pass: a line, not a KeyError (one environment's pass is not enough)
+    rows[1]["longcot"].pop("distinct")
+    assert report.per_token_table({"rows": rows})[3:] == [
+        "not measured: eval/timing.json predates the distinct-problem pass; delete it, rerun"
     ]
 
 
@@ -437,6 +466,13 @@ def test_the_training_table_has_each_runs_medians_and_flops(tmp_path):
     ]
 
 
+def saved_config(root: Path, chunks: str = "7") -> None:
+    """The run_config.json run.sh starts a run with; what the report reads: B = 512, C = 4, m = 2, I."""
+    root.mkdir(parents=True, exist_ok=True)
+    saved = {"SIZE": "smoke", "B": "512", "C": "4", "HEAD": "1", "TAIL": "1", "M": "2", "I": chunks}
+    (root / "run_config.json").write_text(json.dumps(saved))
+
+
 def test_the_report_of_a_whole_run_has_its_verdicts_figures_and_sections_in_order(tmp_path, capsys, figures):
     warm_start(tmp_path, 0.5, [(50, 0.25), (100, 0.5)])
     (tmp_path / "training_curves.png").write_bytes(b"")  # another stage's figure: listed where it belongs
@@ -457,10 +493,9 @@ def test_the_report_of_a_whole_run_has_its_verdicts_figures_and_sections_in_orde
     (tmp_path / "eval" / "heldout_sft" / "samples.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in heldout)
     )
-    # the number of chunks as written: 07 is read as 7
-    report.main(
-        ["--root", str(tmp_path), "--budget", "512", "--chunk", "4", "--carry", "2", "--chunks", "07"]
-    )
+    # B, C, m and I from the run's saved config, as run.sh writes them (strings); 07 is read as 7
+    saved_config(tmp_path, chunks="07")
+    report.main(["--root", str(tmp_path)])
     text = (tmp_path / "report.md").read_text()
     lines = text.splitlines()
     assert lines[:2] == ["# Markovian testbed report (generated by recipes/markovian_testbed/report.py)", ""]
@@ -505,7 +540,8 @@ def test_the_report_of_a_whole_run_has_its_verdicts_figures_and_sections_in_orde
 
 def test_the_report_of_a_run_stopped_after_its_warm_start_measures_none_of_the_rest(tmp_path, capsys):
     warm_start(tmp_path, 0.5, [(50, 0.25)])
-    report.main(["--root", str(tmp_path), "--budget", "512", "--chunk", "4", "--carry", "2", "--chunks", "7"])
+    saved_config(tmp_path)
+    report.main(["--root", str(tmp_path)])
     verdicts = json.loads((tmp_path / "verdicts.json").read_text())
     assert [v["held"] for v in verdicts] == [False] + [None] * 8
     by_key = {v["key"]: v for v in verdicts}
@@ -523,9 +559,25 @@ def test_one_sweep_alone_does_not_decide_claim_b(tmp_path, capsys):
     (tmp_path / "eval" / "longcot_rl" / "summary.json").write_text(
         json.dumps(summary("longcot", {512: (0.5, 0.1)}))
     )
-    report.main(["--root", str(tmp_path), "--budget", "512", "--chunk", "4", "--carry", "2", "--chunks", "7"])
+    saved_config(tmp_path)
+    report.main(["--root", str(tmp_path)])
     verdicts = {v["key"]: v for v in json.loads((tmp_path / "verdicts.json").read_text())}
     assert verdicts["b"]["measured"].startswith("not measured: no budget sweeps here")
+
+
+def test_the_report_reads_b_c_m_and_i_from_the_runs_saved_config_and_names_what_it_lacks(tmp_path):
+    with pytest.raises(SystemExit) as stopped:
+        report.main(["--root", str(tmp_path)])
+    assert str(stopped.value) == (
+        f"report.py: {tmp_path}/run_config.json: no such file (run.sh writes the run's settings there when "
+        "it starts it)"
+    )
+    (tmp_path / "run_config.json").write_text(json.dumps({"B": "512", "C": "4", "I": "7"}))
+    with pytest.raises(SystemExit, match=r"run_config.json has no M: it was written before run.sh recorded"):
+        report.main(["--root", str(tmp_path)])
+    assert not (tmp_path / "report.md").exists()
+    saved_config(tmp_path)
+    assert report.run_shape(tmp_path) == (512, 4, 2, 7)
 
 
 def test_the_cost_section_without_runs_or_timings_is_its_heading_and_figure(tmp_path):
@@ -816,11 +868,19 @@ def test_claims_without_the_timings_they_need_are_not_measured_with_their_own_wo
         [],
         report.Verdict("c_flat", report.C_FLAT_CLAIM, report.C_FLAT_TARGET, "not measured: one budget timed"),
     )
+    assert report.flatness([timing_row(512, 5.0, 6.0), timing_row(1024, 20.0, 12.0)]) == (
+        [],
+        report.not_measured(
+            "c_flat", report.C_FLAT_CLAIM, report.C_FLAT_TARGET, "old timing.json (no distinct pass)"
+        ),
+    )
 
 
 def per_token(budget: int, lc_ms: float, dt_ms: float) -> dict:
-    """A timing row whose rollouts took these milliseconds per thinking token (1000 tokens)."""
-    return {"budget": budget, "longcot": timed(lc_ms, 1000), "delethink": timed(dt_ms, 1000)}
+    """A timing row whose distinct rows decoded at these milliseconds per token; the earlier measure the
+    same at every budget (3 and 1.5 ms per thinking token of 1000), so it cannot decide the claim."""
+    return {"budget": budget, "longcot": timed(3.0, 1000, decode_ms=lc_ms),
+            "delethink": timed(1.5, 1000, decode_ms=dt_ms)}  # fmt: skip
 
 
 def test_flatness_holds_at_exactly_its_target_and_needs_longcot_strictly_faster_growing():
@@ -831,8 +891,20 @@ def test_flatness_holds_at_exactly_its_target_and_needs_longcot_strictly_faster_
         1.2,
         True,
     )
+    assert verdict.measured == "Delethink 1.20x, LongCoT 2.00x from 512 to 2048"
+    assert lines == [
+        "- longcot: decode time per token at 2048 / at 512 = 2.00x (the earlier measure, rollout time per "
+        "thinking token: 1.00x)",
+        "- delethink: decode time per token at 2048 / at 512 = 1.20x (the earlier measure, rollout time per "
+        "thinking token: 1.00x)",
+        "- target: Delethink flat within 1.2x, LongCoT growing (> 1x) and faster than Delethink: **held**",
+    ]
+    assert not report.flatness([per_token(512, 1.0, 1.0), per_token(2048, 2.0, 1.21)])[1].held
     # LongCoT not growing at all (1.00x) is not "more", even against a Delethink that got cheaper
     assert not report.flatness([per_token(512, 1.0, 1.0), per_token(2048, 1.0, 0.5)])[1].held
+    # read from the first and the last budget, whatever lies between
+    rows = [per_token(512, 1.0, 1.0), per_token(1024, 0.1, 9.0), per_token(2048, 2.0, 1.2)]
+    assert report.flatness(rows)[1].value == 1.2
 
 
 def test_claim_b_reads_delethink_up_to_and_including_2b_and_says_when_it_is_not_rising():
@@ -848,15 +920,9 @@ def test_claim_b_reads_delethink_up_to_and_including_2b_and_says_when_it_is_not_
     )
 
 
-def test_the_report_cli_needs_every_size_and_says_what_each_is(tmp_path, monkeypatch, capsys):
+def test_the_report_cli_needs_a_root_and_says_what_it_is(monkeypatch, capsys):
     with pytest.raises(SystemExit):
-        report.main(["--root", str(tmp_path)])
-    assert (
-        "the following arguments are required: --budget, --chunk, --carry, --chunks"
-        in capsys.readouterr().err
-    )
-    with pytest.raises(SystemExit):
-        report.main(["--budget", "1", "--chunk", "1", "--carry", "1", "--chunks", "1"])
+        report.main([])
     assert "the following arguments are required: --root" in capsys.readouterr().err
     monkeypatch.setenv("COLUMNS", "200")  # no help text wrapped
     with pytest.raises(SystemExit):
@@ -866,15 +932,7 @@ def test_the_report_cli_needs_every_size_and_says_what_each_is(tmp_path, monkeyp
         "\nThe Markovian testbed report: a verdict table first (each claim, its target, what was measured "
         in out
     )
-    options = [
-        ("--root ROOT", "the recipe's output directory"),
-        ("--budget BUDGET", "B, the LongCoT training budget"),
-        ("--chunk CHUNK", "Delethink-RL's C"),
-        ("--carry CARRY", r"Delethink-RL's keep_head \+ keep_tail"),
-        ("--chunks CHUNKS", r"Delethink-RL's I \(its budget is B\)"),
-    ]
-    for option, text in options:
-        assert re.search(rf"\n  {option}\s+{text}\n", out), option
+    assert re.search(r"\n  --root ROOT\s+the recipe's output directory\n", out)
 
 
 # --- report.py: the held-out section ------------------------------------------------------------------------
@@ -1010,11 +1068,17 @@ def test_the_failure_table_has_a_column_per_evaluation_found_in_this_order(tmp_p
 
 
 def test_the_cost_section_with_timings_ends_with_the_flatness_lines_then_the_figure():
-    timing = {"prompts": 2, "samples": 2, "repeats": 1, "rows": COST["timing"],
+    rows = [timing_row(512, 5.0, 6.0, decode=(0.5, 0.25)), timing_row(1024, 20.0, 12.0, decode=(1.0, 0.3))]
+    timing = {"prompts": 2, "samples": 2, "repeats": 1, "distinct_rows": 4, "rows": rows,
               "as_trained": {"budget": 512, "longcot": timed(4.0, 3), "delethink": timed(3.6, 3),
                              "delethink_over_longcot": 0.9}}  # fmt: skip
-    lines, cost, _ = report.claim_c({}, timing, 512, 4, 2)
+    lines, cost, verdicts = report.claim_c({}, timing, 512, 4, 2)
     assert lines[-3:] == ["", "![cost](cost.png)", ""] and lines[-4].startswith(
         "- target: Delethink flat within"
     )
-    assert cost == {"records": {}, "timing": COST["timing"]}
+    # the seconds table, then the per-token table, then the cost curve
+    tables = [i for i, line in enumerate(lines) if line.startswith("| budget |")]
+    headings = [lines[i].split(" | ")[1] for i in tables]
+    assert headings == ["I", "LongCoT decode ms/token", "LongCoT rollout ms"]
+    assert cost == {"records": {}, "timing": rows}
+    assert (verdicts[-1].key, verdicts[-1].value) == ("c_flat", 1.2)  # 0.3 / 0.25

@@ -19,7 +19,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source examples/python_env.sh
 SIZE=${SIZE:-demo}
-source recipes/markovian_testbed/sizes.sh
+SIZE_SETTINGS=$("$PYTHON" recipes/markovian_testbed/settings.py "$SIZE")  # run.sh's B, PROMPTS, SAMPLES...
+# shellcheck disable=SC2086  # one NAME=VALUE word each
+declare $SIZE_SETTINGS
 FULL=${FULL:-outputs/markovian_testbed_$SIZE}
 RANK=${RANK:-16}
 LORA_LR=${LORA_LR:-1e-4}

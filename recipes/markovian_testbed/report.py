@@ -1,10 +1,10 @@
 """The Markovian testbed report: a verdict table first (each claim, its target, what was measured with its
 spread, held or not), then the plots, then the tables each verdict was decided on.
 
-    python recipes/markovian_testbed/report.py --root outputs/markovian_testbed --budget 512 \\
-        --chunk 128 --carry 64 --chunks 7
+    python recipes/markovian_testbed/report.py --root outputs/markovian_testbed
 
-Reads ROOT/sft/ (the warm start and its accuracy checks), ROOT/{longcot,delethink}/ (the two RL runs:
+Reads ROOT/run_config.json (the settings run.sh started ROOT with, run_config.py: B, C, m and I),
+ROOT/sft/ (the warm start and its accuracy checks), ROOT/{longcot,delethink}/ (the two RL runs:
 metrics.jsonl, rollouts/), ROOT/eval/*/ (main_eval's summary.json and samples.jsonl) and
 ROOT/eval/timing.json, and writes ROOT/report.md, ROOT/verdicts.json (what aggregate.py reads over seeds),
 ROOT/accuracy_vs_budget.png and ROOT/cost.png. Nothing is decided here that the measurements do not say.
@@ -17,8 +17,8 @@ ROOT/accuracy_vs_budget.png and ROOT/cost.png. Nothing is decided here that the 
 - (b) accuracy vs thinking budget on problems whose reference thinking is longer than B;
 - (c) cost: rollout and update time per RL step, estimated FLOPs, and the rollout and update of one
   step-sized batch at budgets B..8B for both trained models (ROOT/eval/timing.json, from
-  time_rollouts.py): seconds, seconds per thinking token, and the cost per trajectory with the budget
-  from which Delethink is the cheaper one (ROOT/crossover.png).
+  recipes/scaling/benchmark.py): seconds, decode and prefill time per token, and the cost per
+  trajectory with the budget from which Delethink is the cheaper one (ROOT/crossover.png).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -44,15 +45,19 @@ from verl.utils.checkpoint import step_dirs
 from verl.utils.fs import atomic_write_text, read_jsonl
 from verl.utils.reward_score.boxed import THINK_END
 
+if __package__ in (None, ""):  # run as a script: the repository root holds `recipes`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from recipes.markovian_testbed import run_config  # noqa: E402
+from recipes.markovian_testbed.settings import (  # noqa: E402
+    TARGET_A_RATIO,
+    TARGET_B_LONGCOT_SHARE,
+    TARGET_C_FLAT,
+    TARGET_C_ROLLOUT,
+    TARGET_GAIN_SE,
+)
+
 TRAINED = "synthetic/shift_register/trained"  # eval rows of the RL training sizes (make_eval_data.py)
 PAST_B = "synthetic/shift_register/past_budget"  # eval rows whose reference thinking is longer than B
-
-# the targets, as numbers the report compares against
-TARGET_GAIN_SE = 2.0  # an RL gain over the warm start is more than noise above this many standard errors
-TARGET_A_RATIO = 0.95  # Delethink-RL accuracy at B >= this x LongCoT-RL's
-TARGET_B_LONGCOT_SHARE = 0.5  # LongCoT's gain from B to 2B < this x Delethink's
-TARGET_C_ROLLOUT = 1.0  # Delethink's rollout per RL step <= this x LongCoT's
-TARGET_C_FLAT = 1.2  # Delethink's per-token rollout time at the largest budget / at B <= this
 
 ENVIRONMENTS = {"longcot": "LongCoT", "delethink": "Delethink"}
 
@@ -96,8 +101,22 @@ def accuracy_by_budget(summary: dict[str, Any], mode: str, source: str) -> dict[
 
 
 def ms_per_token(run: dict[str, Any]) -> float:
-    """Milliseconds of rollout per thinking token of one timed run (time_rollouts.py)."""
+    """The earlier per-token measure of claim (c): milliseconds of rollout wall time per thinking token of
+    one timed step batch. It moves with how alike the samples are (the engine copies identical prompts)
+    and with the engine's batching, so the claim now reads `decode_ms_per_token`; this stays beside it."""
     return 1e3 * run["wall_s"] / run["thinking_tokens"]
+
+
+def decode_ms_per_token(run: dict[str, Any]) -> float:
+    """Claim (c)'s per-token measure: the engine's decode milliseconds per token it decoded in the timed
+    budget's distinct-problem pass (recipes/scaling/benchmark.py defines it)."""
+    return run["distinct"]["decode_ms_per_token"]
+
+
+def distinct_pass(rows: list[dict[str, Any]]) -> bool:
+    """Whether the timing runs include the distinct-problem pass (timing.json files written before it do
+    not)."""
+    return all("distinct" in r[mode] for r in rows for mode in ENVIRONMENTS)
 
 
 def ms_per_trajectory(run: dict[str, Any], key: str) -> float:
@@ -220,7 +239,7 @@ C_ROLLOUT_CLAIM = "(c) Delethink's rollout per RL step, against LongCoT's (in tr
 C_ROLLOUT_TARGET = f"<= {TARGET_C_ROLLOUT}x"
 C_CROSSOVER_CLAIM = "(c) the budget from which Delethink's whole RL step per trajectory is the cheaper"
 C_CROSSOVER_TARGET = "within the measured budgets"
-C_FLAT_CLAIM = "(c) Delethink's rollout time per token stays flat as the budget grows, LongCoT's grows"
+C_FLAT_CLAIM = "(c) Delethink's decode time per token stays flat as the budget grows, LongCoT's grows"
 C_FLAT_TARGET = f"Delethink <= {TARGET_C_FLAT}x, LongCoT more"
 
 
@@ -228,7 +247,8 @@ def claim_c(
     run_dirs: dict[str, Path], timing: dict[str, Any] | None, budget: int, chunk: int, carry: int
 ) -> tuple[list[str], dict[str, list[dict[str, Any]]], list[Verdict]]:
     """The cost section: each RL run's step times and FLOPs, the in-training rollout ratio, and the timing
-    stage's tables (`timing`: time_rollouts.py's JSON); its lines, what the plots need, its verdicts."""
+    stage's tables (`timing`: recipes/scaling/benchmark.py's JSON); its lines, what the plots need, its
+    verdicts."""
     records = {mode: read_jsonl(d / "metrics.jsonl") for mode, d in run_dirs.items()}
     lines = ["## (c) training cost", ""]
     rollout = not_measured("c_rollout", C_ROLLOUT_CLAIM, C_ROLLOUT_TARGET, "no pair of RL runs")
@@ -245,7 +265,8 @@ def claim_c(
         ]
         return lines + ["![cost](cost.png)", ""], {"records": records, "timing": []}, verdicts
     rows = timing["rows"]
-    lines += timing_table(timing) + cost_curve(rows) + as_trained_lines(timing["as_trained"], rows)
+    lines += timing_table(timing) + per_token_table(timing) + cost_curve(rows)
+    lines += as_trained_lines(timing["as_trained"], rows)
     verdicts.append(crossover_verdict(rows, budget))
     flat_lines, flat = flatness(rows)
     lines += [*flat_lines, ""]
@@ -309,23 +330,50 @@ def rollout_in_training(records: dict[str, list[dict[str, Any]]]) -> tuple[list[
 
 
 def timing_table(timing: dict[str, Any]) -> list[str]:
-    """The timing stage's rollouts at each budget: seconds, ratio, ms per token, Delethink's prefill."""
+    """The timing stage's rollouts at each budget: seconds, ratio, Delethink's prefill."""
     lines = [
         f"Rollout of one RL-step-sized batch ({timing['prompts']} problems x {timing['samples']} samples) at "
-        "budgets B..8B (`time_rollouts.py`): end-of-sequence ignored, so every sample writes its whole "
-        f"budget; both trained models alternate in one process, median of {timing['repeats']} repeats.",
+        "budgets B..8B (`python -m recipes.scaling.benchmark`): end-of-sequence ignored, so every sample "
+        f"writes its whole budget; both trained models alternate in one process, median of "
+        f"{timing['repeats']} repeats.",
         "",
-        "| budget | I | LongCoT s | Delethink s | Delethink / LongCoT | LongCoT ms/token "
-        "| Delethink ms/token | Delethink prefill s (tokens prefilled / copied) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| budget | I | LongCoT s | Delethink s | Delethink / LongCoT "
+        "| Delethink prefill s (tokens prefilled / copied) |",
+        "|---|---|---|---|---|---|",
     ]
     for r in timing["rows"]:
         lc, dt = r["longcot"], r["delethink"]
         lines.append(
             f"| {r['budget']} | {r['max_chunks']} | {lc['wall_s']:.2f} | {dt['wall_s']:.2f} | "
-            f"{r['delethink_over_longcot']:.2f} | {ms_per_token(lc):.3f} | "
-            f"{ms_per_token(dt):.3f} | {dt['prefill_s']:.2f} ({dt['prefill_tokens']} / "
+            f"{r['delethink_over_longcot']:.2f} | {dt['prefill_s']:.2f} ({dt['prefill_tokens']} / "
             f"{dt['reused_prompt_tokens']}) |"
+        )
+    return lines
+
+
+def per_token_table(timing: dict[str, Any]) -> list[str]:
+    """Claim (c)'s per-token times at each budget: decode and prefill ms per token of the distinct-problem
+    pass, each environment, and the earlier measure (`ms_per_token`) beside them."""
+    rows = timing["rows"]
+    lines = ["", "### Time per token: the context each token is computed against", ""]
+    if not distinct_pass(rows):
+        return lines + ["not measured: eval/timing.json predates the distinct-problem pass; delete it, rerun"]
+    lines += [
+        f"One more rollout per budget whose {timing['distinct_rows']} rows are distinct problems, one sample "
+        "each, end-of-sequence ignored: no row copies another's question, and every budget decodes the same "
+        "rows. The engine's decode seconds per token decoded and prefill seconds per prompt token prefilled, "
+        "apart; the earlier measure, the step batch's rollout wall time per thinking token, beside them.",
+        "",
+        "| budget | LongCoT decode ms/token | Delethink decode ms/token | LongCoT prefill ms/token "
+        "| Delethink prefill ms/token | earlier measure: LongCoT ms/token | Delethink ms/token |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lc, dt = r["longcot"], r["delethink"]
+        lines.append(
+            f"| {r['budget']} | {decode_ms_per_token(lc):.3f} | {decode_ms_per_token(dt):.3f} | "
+            f"{lc['distinct']['prefill_ms_per_token']:.3f} | {dt['distinct']['prefill_ms_per_token']:.3f} | "
+            f"{ms_per_token(lc):.3f} | {ms_per_token(dt):.3f} |"
         )
     return lines
 
@@ -358,14 +406,19 @@ def as_trained_lines(trained: dict[str, Any], rows: list[dict[str, Any]]) -> lis
 
 
 def flatness(rows: list[dict[str, Any]]) -> tuple[list[str], Verdict]:
-    """Per-token rollout time at the largest budget over at the smallest, each environment; the claim."""
+    """Decode time per token (`decode_ms_per_token`) at the largest budget over at the smallest, each
+    environment, with the earlier measure's growth beside it; the claim, decided on the decode time."""
     if len(rows) < 2:
         return [], not_measured("c_flat", C_FLAT_CLAIM, C_FLAT_TARGET, "one budget timed")
+    if not distinct_pass(rows):
+        return [], not_measured("c_flat", C_FLAT_CLAIM, C_FLAT_TARGET, "old timing.json (no distinct pass)")
     first, last = rows[0], rows[-1]
-    growth = {m: ms_per_token(last[m]) / ms_per_token(first[m]) for m in ("longcot", "delethink")}
+    growth = {m: decode_ms_per_token(last[m]) / decode_ms_per_token(first[m]) for m in ENVIRONMENTS}
+    earlier = {m: ms_per_token(last[m]) / ms_per_token(first[m]) for m in ENVIRONMENTS}
     lines = [
-        f"- {mode}: per-token time at {last['budget']} / at {first['budget']} = {growth[mode]:.2f}x"
-        for mode in ("longcot", "delethink")
+        f"- {mode}: decode time per token at {last['budget']} / at {first['budget']} = {growth[mode]:.2f}x "
+        f"(the earlier measure, rollout time per thinking token: {earlier[mode]:.2f}x)"
+        for mode in ENVIRONMENTS
     ]
     held = growth["delethink"] <= TARGET_C_FLAT and growth["longcot"] > max(1.0, growth["delethink"])
     lines.append(
@@ -652,21 +705,26 @@ def verdict_table(verdicts: list[Verdict]) -> list[str]:
     return lines + [""]
 
 
+def run_shape(root: Path) -> tuple[int, int, int, int]:
+    """B, C, m and I, as run.sh recorded them when it started `root` (a SystemExit naming what is missing)."""
+    try:
+        saved = run_config.saved(root, ("B", "C", "M", "I"))
+    except ValueError as err:
+        raise SystemExit(f"report.py: {err}") from None
+    return int(saved["B"]), int(saved["C"]), int(saved["M"]), int(saved["I"])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True, help="the recipe's output directory")
-    parser.add_argument("--budget", type=int, required=True, help="B, the LongCoT training budget")
-    parser.add_argument("--chunk", type=int, required=True, help="Delethink-RL's C")
-    parser.add_argument("--carry", type=int, required=True, help="Delethink-RL's keep_head + keep_tail")
-    parser.add_argument("--chunks", type=int, required=True, help="Delethink-RL's I (its budget is B)")
-    args = parser.parse_args(argv)
-    root = Path(args.root)
-    heldout_lines, verdicts, accuracies = heldout_section(root, args.budget, args.chunks)
+    root = Path(parser.parse_args(argv).root)
+    budget, chunk, carry, chunks = run_shape(root)
+    heldout_lines, verdicts, accuracies = heldout_section(root, budget, chunks)
     verdicts.insert(0, warm_start_verdict(root))
     lc, dt = load_summary(root, "longcot_rl"), load_summary(root, "delethink_rl")
     b_lines: list[str] = []
     if lc and dt:
-        b_lines, b_verdict = claim_b(lc, dt, args.budget)
+        b_lines, b_verdict = claim_b(lc, dt, budget)
     else:  # the demo size leaves the sweeps out: its warm start never saw a whole trace past B
         b_verdict = not_measured(
             "b", B_CLAIM, B_TARGET, "no budget sweeps here (the demo's warm start saw no whole trace past B)"
@@ -675,10 +733,10 @@ def main(argv: list[str] | None = None) -> None:
     run_dirs = {m: root / m for m in ENVIRONMENTS if (root / m / "metrics.jsonl").is_file()}
     timing_path = root / "eval" / "timing.json"
     timing = json.loads(timing_path.read_text()) if timing_path.is_file() else None
-    cost_lines, cost, cost_verdicts = claim_c(run_dirs, timing, args.budget, args.chunk, args.carry)
+    cost_lines, cost, cost_verdicts = claim_c(run_dirs, timing, budget, chunk, carry)
     verdicts += cost_verdicts
-    plot(root, lc, dt, args.budget, cost)
-    plot_summary(root, accuracies, cost["timing"], args.budget)
+    plot(root, lc, dt, budget, cost)
+    plot_summary(root, accuracies, cost["timing"], budget)
     figures = [
         f
         for f in ("summary", "accuracy_vs_budget", "crossover", "training_curves", "cost")
@@ -687,13 +745,13 @@ def main(argv: list[str] | None = None) -> None:
     lines = [
         "# Markovian testbed report (generated by recipes/markovian_testbed/report.py)",
         "",
-        f"LongCoT budget B = {args.budget}; Delethink C = {args.chunk}, m = {args.carry}, I = {args.chunks}.",
+        f"LongCoT budget B = {budget}; Delethink C = {chunk}, m = {carry}, I = {chunks}.",
         "",
         *verdict_table(verdicts),
         *[f"![{f}]({f}.png)" for f in figures],
         "",
         *heldout_lines,
-        *failure_starts_section(root, args.budget),
+        *failure_starts_section(root, budget),
         *b_lines,
         *cost_lines,
     ]

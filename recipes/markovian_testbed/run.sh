@@ -10,15 +10,16 @@
 #      held-out problems at B,
 #      every run sampling problem p's sample j with the same seed, so gains pair by problem; budget sweeps
 #      B..4B of both RL checkpoints on problems of the trained sizes and longer than B (not at the demo
-#      size, sizes.sh says why); time_rollouts.py:
+#      size, README.md says why); recipes/scaling/benchmark.py:
 #      the rollout and the update of one RL-step-sized batch of each RL checkpoint at B..8B, alternating in
 #      one process: the cost per trajectory of both environments, and the budget from which Delethink's is
 #      the lower
 #   4. the report: $OUT/report.md (a verdict table first), accuracy_vs_budget.png, cost.png, crossover.png,
 #      training_curves.png, and verdicts.json
 # A stage whose output exists is skipped (an unfinished RL run resumes); FORCE=1 redoes everything. The
-# settings that start an output directory (these variables and sizes.sh's) are kept in
-# $OUT/run_config.json, and a later call with other ones is refused (run_config.py).
+# settings that start an output directory (these variables and settings.py's) are kept in
+# $OUT/run_config.json, and a later call with other ones is refused (run_config.py); the report reads B, C,
+# m and I from there.
 # STOP_AFTER=sft|rl|heldout stops after the warm start, the RL runs or the held-out evaluation at B (what
 # lora_vs_full.sh compares; no sweeps, timing or report); STOP_AFTER=eval after the budget sweeps, before
 # the timing stage: the one stage that needs quiet cores, so seeds may run side by side up to here and a
@@ -42,7 +43,10 @@ SIZE=${SIZE:-full}
 export RAY_AUTH_MODE=${RAY_AUTH_MODE:-disabled}
 export TOKENIZERS_PARALLELISM=false
 
-source recipes/markovian_testbed/sizes.sh
+# the size's settings and what follows from them (C, m, I, the problem sizes...), as NAME=VALUE words
+SIZE_SETTINGS=$("$PYTHON" recipes/markovian_testbed/settings.py "$SIZE")
+# shellcheck disable=SC2086  # one NAME=VALUE word each
+declare $SIZE_SETTINGS
 OUT=${OUT:-outputs/markovian_testbed_$SIZE}
 case ${STOP_AFTER:-} in
   "" | sft | rl | heldout | eval) ;;
@@ -99,7 +103,7 @@ if needed "$OUT/init/config.json"; then
     --untied ${force_flag[@]+"${force_flag[@]}"}
 fi
 if needed "$OUT/data/train.jsonl"; then
-  "$PYTHON" -m verl.data.shift_register --out "$OUT/data" --train-size 2000 --val-size "${VAL_SIZE:-32}" \
+  "$PYTHON" -m verl.data.shift_register --out "$OUT/data" --train-size 2000 --val-size "$VAL_SIZE" \
     --min-steps "$MIN_STEPS" --max-steps "$MAX_STEPS" --seed 0
 fi
 if needed "$OUT/data/eval.jsonl"; then
@@ -160,13 +164,16 @@ stop_after rl
 
 echo "== 3/4 evaluation"
 queued=()
-evaluate() {  # evaluate NAME MODEL MODE DATA SAMPLES [overrides...]: queue a main_eval run into $OUT/eval/NAME
+evaluate() {  # evaluate NAME MODEL MODE DATA SAMPLES [overrides...]: queue a main_eval run at T = 1 into
+  # $OUT/eval/NAME, with this size's Delethink shape
   if needed "$OUT/eval/$1/summary.json"; then
-    queued+=(${queued[@]+--} "$OUT/eval/$1" "${@:2}")
+    queued+=(-- model_path="$2" mode="$3" data_files=["$4"] output_dir="$OUT/eval/$1" sampling.n="$5"
+      sampling.temperature=1.0 pass_k=[1] max_prompt_length=$((C + 32))
+      delethink.chunk_size=$C delethink.keep_head=$HEAD delethink.keep_tail=$TAIL "${@:6}")
   fi
 }
-run_queued() {  # the queued runs, in one process
-  if ((${#queued[@]})); then testbed_eval "${queued[@]}"; fi
+run_queued() {  # the queued runs, in one process (eval_runs.py: torch and transformers load once)
+  if ((${#queued[@]})); then "$PYTHON" recipes/markovian_testbed/eval_runs.py "${queued[@]}"; fi
   queued=()
 }
 final=global_step_${STEPS}
@@ -181,13 +188,11 @@ if [[ ${STOP_AFTER:-} == heldout ]]; then run_queued; fi
 stop_after heldout
 # budgets B, 1.5B, 2B, 3B, 4B (up to SWEEP_TO x B): LongCoT by length, Delethink by chunks (each adds
 # C - m = C/2 tokens)
-read -ra budgets <<< "$(for half in 2 3 4 6 8; do if ((half <= 2 * ${SWEEP_TO:-4})); then echo -n "$((half * B / 2)) "; fi; done)"
-lc_budgets=$(IFS=,; echo "${budgets[*]}")
-dt_chunks=$(delethink_chunks "${budgets[@]}")
 if ((SWEEPS)); then
-  evaluate longcot_rl "$OUT/longcot/$final" longcot "$OUT/data/eval.jsonl" "$EVAL_N" longcot.budgets=[$lc_budgets]
+  evaluate longcot_rl "$OUT/longcot/$final" longcot "$OUT/data/eval.jsonl" "$EVAL_N" \
+    longcot.budgets=[$SWEEP_BUDGETS]
   evaluate delethink_rl "$OUT/delethink/$final" delethink "$OUT/data/eval.jsonl" "$EVAL_N" \
-    delethink.max_chunks=[$dt_chunks]
+    delethink.max_chunks=[$SWEEP_CHUNKS]
 fi
 run_queued
 stop_after eval
@@ -195,15 +200,14 @@ stop_after eval
 # the cost curve's axis: a 6B point took 2 of the demo's 14 minutes on 2 quiet cores), both
 # models alternating in one process, end-of-sequence ignored so every sample writes its whole budget: the
 # time measures the length, not where a model stopped
-timing_budgets=$(for k in 1 2 4 8; do if ((k <= TIMING_TO)); then echo $((k * B)); fi; done | paste -sd,)
+timing_budgets=$TIMING_BUDGETS
 if needed "$OUT/eval/timing.json"; then
-  "$PYTHON" recipes/markovian_testbed/time_rollouts.py --longcot "$OUT/longcot/$final" \
-    --delethink "$OUT/delethink/$final" --data "$OUT/data/timing.jsonl" --budgets "$timing_budgets" \
-    --chunk $C --keep-head $HEAD --keep-tail $TAIL --prompts "$PROMPTS" --samples "$SAMPLES" \
-    --repeats "$TIMING_REPEATS" --num-threads "$TIMING_THREADS" --max-question-tokens $((C + 32 - M)) --out "$OUT/eval/timing.json"
+  "$PYTHON" -m recipes.scaling.benchmark --longcot "$OUT/longcot/$final" --delethink "$OUT/delethink/$final" \
+    --data "$OUT/data/timing.jsonl" --budgets "$timing_budgets" --chunk-size "$C" --keep-head "$HEAD" \
+    --keep-tail "$TAIL" --prompts "$PROMPTS" --samples "$SAMPLES" --repeats "$TIMING_REPEATS" \
+    --threads "$TIMING_THREADS" --max-question-tokens $((C + 32 - M)) --json "$OUT/eval/timing.json"
 fi
 
 echo "== 4/4 report"
 "$PYTHON" -m verl.tools.compare "$OUT/longcot" "$OUT/delethink" --out "$OUT/training_curves.png"
-"$PYTHON" recipes/markovian_testbed/report.py --root "$OUT" --budget "$B" --chunk "$C" --carry "$M" \
-  --chunks "$I"
+"$PYTHON" recipes/markovian_testbed/report.py --root "$OUT"

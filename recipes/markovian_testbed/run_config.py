@@ -1,14 +1,15 @@
 """What run.sh checks before it runs a stage: the SEEDS list, and that an output directory is only ever
-continued with the settings that started it.
+continued with the settings that started it; and those settings read back, for the report.
 
     python recipes/markovian_testbed/run_config.py seeds "1 2 3"         # prints: 1 2 3
     python recipes/markovian_testbed/run_config.py check [--force] OUT SIZE=demo SEED=1 STEPS=20 ...
 
 `seeds` prints the seeds, or exits 2 with one line naming SEEDS when one is not an integer >= 0, the list is
 empty or a seed repeats. `check` writes OUT/run_config.json on a directory's first run; later runs must
-pass the same values (run.sh's variables and every sizes.sh value), since run.sh skips every stage whose
-output exists and would otherwise mix stages made with different settings: a changed or unrecorded value
-exits 2 with one line naming the variable. `--force` (FORCE=1) writes the new values instead.
+pass the same values (run.sh's variables and every value settings.py gives the size), since run.sh skips
+every stage whose output exists and would otherwise mix stages made with different settings: a changed or
+unrecorded value exits 2 with one line naming the variable. `--force` (FORCE=1) writes the new values
+instead. `saved` reads recorded values back (report.py: B, C, m and I).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def check(out: Path, given: dict[str, str], force: bool) -> None:
     if path.is_file() and not force:
         saved = json.loads(path.read_text())
         unrecorded = sorted(set(given) - set(saved))
-        if unrecorded:  # a directory from before sizes.sh's values were recorded: what it ran with is unknown
+        if unrecorded:  # a directory from before these values were recorded: what it ran with is unknown
             raise ValueError(
                 f"{out}/{CONFIG_FILE} has no record of {', '.join(unrecorded)}, so its finished stages may "
                 "have run with other values. Use another OUT, or FORCE=1 to redo it all"
@@ -67,6 +68,22 @@ def check(out: Path, given: dict[str, str], force: bool) -> None:
         return
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(given, indent=1, sort_keys=True) + "\n")
+
+
+def saved(out: Path, names: tuple[str, ...]) -> dict[str, str]:
+    """The recorded values of `names` in out/run_config.json; a ValueError naming the file and the first
+    missing one."""
+    path = out / CONFIG_FILE
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file (run.sh writes the run's settings there when it starts it)")
+    record = json.loads(path.read_text())
+    missing = [name for name in names if name not in record]
+    if missing:
+        raise ValueError(
+            f"{path} has no {missing[0]}: it was written before run.sh recorded it; rerun run.sh on this "
+            "directory with FORCE=1"
+        )
+    return {name: record[name] for name in names}
 
 
 def main(argv: list[str] | None = None) -> None:
