@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo demo-figure test mutants lint results tiny clean
+.PHONY: install demo test mutants lint results tiny clean
 
 # uv installs in parallel, in half of pip's time. It reads none of pip's settings, so it is handed pip's
 # package sources (find-links, indexes, constraints: `pip config list`), and it weighs every index as pip
@@ -56,10 +56,6 @@ $(REAL_MODEL_STAMP): $(STAMP) requirements-real-model.txt
 
 demo: $(STAMP)
 	PYTHON=$(abspath $(BIN))/python bash examples/quickstart.sh
-
-# The README's picture: the demo's summary.png (a demo already in outputs/quickstart is not rerun)
-demo-figure: demo
-	cp outputs/quickstart/summary.png docs/demo_summary.png
 
 # The suite in TEST_WORKERS processes (pytest-xdist; worksteal: a worker that is done takes over queued
 # tests of the other), each with its share of the cores (tests/conftest.py); then the 10 slowest

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from omegaconf import OmegaConf
 
 from tests.e2e_utils import HANG_S
@@ -535,6 +536,19 @@ def test_a_bad_setting_is_refused_with_a_line_naming_it(change, message):
     with pytest.raises(ValueError, match=re.escape(f"TestbedSettings: {message}")) as refused:
         dataclasses.replace(settings.SIZES["full"], **change)
     assert "\n" not in str(refused.value)
+
+
+def test_the_settings_and_targets_are_the_preregistered_ones():
+    """preregistered.yaml holds the full setting's and the demo's values and the claims' targets as they
+    were before its seeds ran: a change to settings.py shows here, and must come with new seeds."""
+    registered = yaml.safe_load((REPO / "recipes/markovian_testbed/preregistered.yaml").read_text())
+    for size, values in registered["settings"].items():
+        assert settings.SIZES[size] == settings.TestbedSettings(**values), size
+    targets = {name: getattr(settings, name) for name in dir(settings) if name.startswith("TARGET_")}
+    assert targets == registered["targets"]
+    for size, run in registered["runs"].items():
+        seeds = " ".join(map(str, run["seeds"]))
+        assert f'SEEDS="{seeds}"' in run["command"] and (size == "full") != ("SIZE=demo" in run["command"])
 
 
 @pytest.mark.parametrize("size", list(settings.SIZES))

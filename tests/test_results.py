@@ -30,6 +30,20 @@ RECORD = {
 }
 
 
+def test_the_readme_table_is_of_the_seed_make_demo_runs():
+    """The README's demo table comes from one seed of a record: the one `make demo` (examples/quickstart.sh,
+    then run.sh without SEED) runs, so the command the README gives prints the table it shows."""
+    (default_seed,) = re.findall(
+        r"^SEED=\$\{SEED:-(\d+)\}$", (REPO / "recipes/markovian_testbed/run.sh").read_text(), re.M
+    )
+    quickstart = (REPO / "examples/quickstart.sh").read_text()
+    assert "recipes/markovian_testbed/run.sh" in quickstart and not re.search(
+        r"^[^#]*\bSEED=", quickstart, re.M
+    )
+    (shown,) = [r.readme for r in results.load_records(REPO / results.RECORDS) if r.readme is not None]
+    assert shown == int(default_seed)
+
+
 def test_the_committed_pages_are_what_their_records_give():
     for path, text in results.pages(REPO).items():
         assert path.read_text() == text, f"{path} is stale: run `make results`"

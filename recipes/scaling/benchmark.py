@@ -19,10 +19,11 @@ from other processes hits both alike. Per budget and environment (the JSON's row
 - the step batch (--prompts problems x --samples samples, an RL step's): the rollout's wall (`wall_s`) and
   CPU (`cpu_s`) seconds, the engine's counters over it (prefilled and copied prompt tokens, prefill and
   decode seconds, forwards), the most context a decode attended to and the KV cache that gives, the peak
-  resident memory; then the update as the trainer makes it (old log-probs, unless in bypass mode as the
-  tiny model's, then the PPO update): `update_s`, `update_cpu_s`, the tokens the actor ran through and
-  its peak memory; `step_s` = rollout + update. Times are medians over the repeats (every repeat's are
-  under "repeats"; the scaling table takes the best CPU time), peak memory the highest.
+  resident memory (a phase's own with the tiny model, whose run has glibc return large blocks at once);
+  then the update as the trainer makes it (old log-probs, unless in bypass mode as the tiny model's,
+  then the PPO update): `update_s`, `update_cpu_s`, the tokens the actor ran through and its peak memory;
+  `step_s` = rollout + update. Times are medians over the repeats (every repeat's are under "repeats";
+  the scaling table takes the best CPU time), peak memory the highest.
 - claim (c)'s per-token measure (under "distinct"; with checkpoints): one more rollout whose rows are
   --prompts x --samples DISTINCT problems of --data, one sample each, end-of-sequence ignored: the same
   rows at every budget. From the engine's counters over it:
@@ -413,10 +414,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     cfg, settings = configs(args, parser)
     torch.set_num_threads(args.threads)
-    release_large_blocks_on_free()
     if isinstance(settings, Checkpoints):
         setup = checkpoint_setup(cfg, settings, distinct=not args.profile_update)
     else:
+        # the scaling table's peak memory per phase needs it; the testbed's times keep the allocator the
+        # trainer runs with (a mmap per large tensor costs page faults)
+        release_large_blocks_on_free()
         setup = tiny_setup(cfg, settings)
     log = partial(print, flush=True)
     log(" ".join(f"{key}={value}" for key, value in header(cfg, settings, setup).items()))
