@@ -62,15 +62,16 @@ demo: $(STAMP)
 # tests, so a new slow one is seen when it lands. TEST_WORKERS=0 runs it in this one process.
 # Then the tests that compare two computations of the same numbers (marker compares_runs, in the files
 # that use it) again on torch's plain kernels (ATEN_CPU_CAPABILITY=default): a tolerance that holds on
-# this CPU's vector kernels only fails here as well (tests/tolerances.py).
+# this CPU's vector kernels only fails here as well (tests/tolerances.py). A file at a time per worker
+# (loadfile): split between workers, a module's SGLang engine would start in each.
 # Bytecode is written (PYTHONDONTWRITEBYTECODE unset, where a machine sets it): otherwise every pytest
 # worker rewrites and compiles each test module again, and every process a test starts its helpers.
 TEST_WORKERS ?= 2
 COMPARISONS = $(shell grep -l compares_runs tests/test_*.py)
-PYTEST = env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+PYTEST = env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 test: $(SGLANG_STAMP) $(REAL_MODEL_STAMP)
-	$(PYTEST) --durations=10 tests
-	ATEN_CPU_CAPABILITY=default $(PYTEST) -m compares_runs $(COMPARISONS)
+	$(PYTEST) --dist worksteal --durations=10 tests
+	ATEN_CPU_CAPABILITY=default $(PYTEST) --dist loadfile -m compares_runs $(COMPARISONS)
 
 # Mutation testing of verl/core/, checkpoint retention, the Delethink agent loop, the results pages,
 # verl/data/, the evaluation's config and statistics and the testbed's verdicts with their fast tests

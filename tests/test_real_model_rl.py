@@ -3,7 +3,8 @@ LoRA in each environment, at a size the suite affords: the configs examples/real
 (smollm2_gsm8k_{longcot,delethink}.yaml) with small batches and budgets, one process, and the dense digit
 reward (the model solves no GSM8K problem, so the math reward would give GRPO nothing to follow).
 
-The LongCoT run trains two steps; the Delethink run one, then resumes from its checkpoint for a second.
+The LongCoT run trains two steps; the Delethink run one, then resumes from its checkpoint for a second;
+one prompt of two samples a step.
 Each is read back: the metrics
 (reward, KL, the engine's log-probs against the actor's), the merged export (base + scaled B A, loadable
 with from_pretrained, the model main_eval evaluates), wandb's table of the model's own text, the viewer.
@@ -61,9 +62,9 @@ def train(environment: str, checkpoint: Path, run_dir: Path, steps: int) -> None
         "trainer.logger=[jsonl,wandb]",
         "trainer.log_val_generations=2",
         "val_tasks.gsm8k.max_samples=2",
-        "data.train_batch_size=2",
+        "data.train_batch_size=1",
         "actor_rollout_ref.rollout.n=2",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=1",
         "actor_rollout_ref.actor.optim.lr=1e-3",  # the adapters move visibly in two steps
         *SIZES[environment],
     ]
@@ -148,5 +149,5 @@ def test_lora_rl_on_the_real_model_trains_checkpoints_resumes_and_exports(
     caption = record["setting"](record["run_config"](run_dir))
     assert (
         caption
-        == "GRPO with LoRA (rank 16) on GSM8K, 2 prompts x 2 samples a step, thinking budget 32 in both"
+        == "GRPO with LoRA (rank 16) on GSM8K, 1 prompt x 2 samples a step, thinking budget 32 in both"
     )

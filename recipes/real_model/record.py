@@ -53,8 +53,9 @@ def run_config(run_dir: Path) -> PolicyIterationConfig:
 
 def setting(config: PolicyIterationConfig) -> str:
     ref = config.actor_rollout_ref
+    prompts = config.data.train_batch_size
     return (
-        f"GRPO with LoRA (rank {ref.model.lora_rank}) on GSM8K, {config.data.train_batch_size} prompts x "
+        f"GRPO with LoRA (rank {ref.model.lora_rank}) on GSM8K, {prompts} prompt{'s' * (prompts != 1)} x "
         f"{ref.rollout.n} samples a step, thinking budget {config.thinking_budget} in both"
     )
 
