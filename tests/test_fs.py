@@ -46,7 +46,7 @@ def test_a_failed_atomic_write_leaves_the_old_file_and_no_temp_file(tmp_path, fa
     if failure == "unencodable text":
         atomic_write_text(path, "one")
         with pytest.raises(UnicodeEncodeError):
-            atomic_write_text(path, "half \ud800")  # a lone surrogate has no UTF-8 form: write() raises
+            atomic_write_text(path, "half \ud800")  # a lone surrogate has no UTF-8 form: encoding it raises
         assert path.read_text() == "one"
     else:
         path.mkdir()

@@ -3,6 +3,7 @@ record's YAML and of the pages, the command line's exit codes and output, and wh
 measured. Written for `make mutants`: each test pins what tests/test_results.py checks loosely."""
 
 import datetime
+import hashlib
 import os
 import platform
 import re
@@ -13,8 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from verl.tools import results
+from verl.tools import results, summary_picture
 from verl.tools.results import Claim, Record, RecordError, Table, Verdicts
+from verl.tools.summary_picture import SummaryPicture
 
 RECORD = {
     "title": "A benchmark",
@@ -25,6 +27,7 @@ RECORD = {
     "command": "python benchmarks/x.py",
 }
 CLAIM = {"claim": "c", "target": "t", "measured": ["x", "y"], "held": [True, None]}
+PICTURE = {"budget": 256, "accuracy": {"delethink": [0.25, 0.5, 0.75, 1.0]}}
 
 
 def refusal(change: dict) -> str:
@@ -55,7 +58,7 @@ def refusal(change: dict) -> str:
         (
             {"speed": "fast"},
             "bench.yaml: unknown key 'speed'; a record has command, commit, date, machine, method, notes, "
-            "readme, section, tables, title, verdicts",
+            "picture, readme, section, tables, title, verdicts",
         ),
     ],
 )
@@ -218,13 +221,19 @@ def test_a_claim_whose_measured_and_held_differ_in_length_is_an_error_not_a_shor
 def test_the_readme_table_says_held_or_not_measured_for_the_chosen_seed():
     claims = [Claim("a", "t", ["1", "2"], [False, True]), Claim("b", "u", ["3", "4"], [True, None])]
     record = Record("r", "R", "testbed", "2026-01-02", "abc", "cpu", "x", verdicts=Verdicts([7, 8], claims),
-                    readme=8)  # fmt: skip
+                    readme=8, picture=summary_picture.picture_from_dict(PICTURE, "p"))  # fmt: skip
     assert results.readme_table([record]) == [
         "| claim | target | measured | verdict |",
         "|---|---|---|---|",
         "| a | t | 2 | held |",
         "| b | u | 4 | not measured |",
+        "",
+        "![seed 8's held-out accuracy and RL step cost](docs/demo_summary.png)",
     ]
+    assert results.readme_record([plain("x", "X", "engine", "2026-01-01"), record]) is record
+    with pytest.raises(RecordError) as caught:
+        results.readme_record([plain("x", "X", "engine", "2026-01-01")])
+    assert str(caught.value) == "exactly one record must name the README's seed (readme: N); 0 do"
 
 
 def test_a_readme_with_its_start_marker_twice_is_refused():
@@ -267,7 +276,7 @@ def repository(tmp_path: Path) -> Path:
     claim = {"claim": "c", "target": "t", "measured": ["0.9"], "held": [True]}
     testbed = {**RECORD, "title": "T one", "section": "testbed", "date": "2026-01-03", "command": "x",
                "commit": "abc", "machine": "cpu", "verdicts": {"seeds": [1], "claims": [claim]},
-               "readme": 1}  # fmt: skip
+               "readme": 1, "picture": PICTURE}  # fmt: skip
     engine = {**RECORD, "title": "E one", "command": "x", "commit": "abc", "machine": "cpu"}
     (root / results.RECORDS).mkdir(parents=True)
     (root / results.RECORDS / "t1.yaml").write_text(yaml.safe_dump(testbed))
@@ -278,7 +287,8 @@ def repository(tmp_path: Path) -> Path:
 
 README = (
     f"intro\n{results.README_START}\n| claim | target | measured | verdict |\n|---|---|---|---|\n"
-    f"| c | t | 0.9 | held |\n{results.README_END}\n"
+    "| c | t | 0.9 | held |\n\n![seed 1's held-out accuracy and RL step cost](docs/demo_summary.png)\n"
+    f"{results.README_END}\n"
 )
 
 
@@ -292,25 +302,37 @@ def test_the_pages_of_a_repository_are_its_index_each_section_and_the_readme(tmp
     assert found[root / "docs/results/testbed.md"].startswith("# The Markovian testbed\n")
     assert "| c | t | 0.9 | 1 of 1 |" in found[root / "docs/results/testbed.md"]
     assert found[root / "README.md"] == README
+    assert results.pictures(root) == {root / "docs/demo_summary.png": SummaryPicture(**PICTURE)}
 
 
 def test_the_cli_names_each_stale_page_writes_them_and_then_finds_none(tmp_path, capsys):
     root = repository(tmp_path)
     pages = [root / "docs/RESULTS.md", root / "docs/results/testbed.md", root / "docs/results/engine.md"]
+    written = [*pages, root / "README.md", root / "docs/demo_summary.png"]
     assert results.main(["--root", str(root), "--check"]) == 1
-    stale = [f"{p} differs from its records: run `make results`" for p in [*pages, root / "README.md"]]
+    stale = [f"{p} differs from its records: run `make results`" for p in written]
     assert capsys.readouterr() == ("", "\n".join(stale) + "\n")
-    assert not pages[0].exists()  # --check writes nothing
+    assert not pages[0].exists() and not written[-1].exists()  # --check writes nothing
     assert results.main(["--root", str(root)]) == 0
-    assert capsys.readouterr() == ("".join(f"wrote {p}\n" for p in [*pages, root / "README.md"]), "")
+    assert capsys.readouterr() == ("".join(f"wrote {p}\n" for p in written), "")
     assert pages[0].read_text() == INDEX and pages[2].read_text() == ENGINE
     assert (root / "README.md").read_text() == README
+    assert summary_picture.drawn_from(written[-1]) == summary_picture.fingerprint(SummaryPicture(**PICTURE))
     assert results.main(["--root", str(root), "--check"]) == 0
     assert results.main(["--root", str(root)]) == 0  # nothing stale: nothing written
     assert capsys.readouterr() == ("", "")
     pages[2].write_text("edited by hand")
     assert results.main(["--root", str(root), "--check"]) == 1
     assert capsys.readouterr().err == f"{pages[2]} differs from its records: run `make results`\n"
+    # the record's numbers change: the picture drawn from the old ones is stale, and drawn again
+    record = root / results.RECORDS / "t1.yaml"
+    record.write_text(record.read_text().replace("budget: 256", "budget: 512"))
+    assert results.main(["--root", str(root)]) == 0
+    # the page edited by hand above, and the picture (the pages do not show the picture's numbers)
+    assert capsys.readouterr().out == f"wrote {pages[2]}\nwrote {written[-1]}\n"
+    assert summary_picture.drawn_from(written[-1]) == summary_picture.fingerprint(
+        SummaryPicture(**{**PICTURE, "budget": 512})
+    )
 
 
 def test_the_cli_exits_2_naming_a_broken_record_and_writes_nothing(tmp_path, capsys):
@@ -432,3 +454,70 @@ def test_the_date_is_today_in_utc_whatever_the_local_time_zone(zone, monkeypatch
         monkeypatch.undo()
         time.tzset()
     assert found == utc
+
+
+# --- verl/tools/summary_picture.py: the numbers, their fingerprint, the file -----------------------------
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ([1], "p: a mapping of budget, accuracy, budgets, step_ms (the last two optional), got [1]"),
+        ({"budget": 256}, "p: a mapping of budget, accuracy, budgets, step_ms (the last two optional), got "
+                          "{'budget': 256}"),
+        ({**PICTURE, "colour": "red"}, "p: unknown key 'colour'; one of budget, accuracy, budgets, step_ms"),
+        ({**PICTURE, "accuracy": {"cot": [0, 0, 0, 0]}},
+         "p: accuracy: unknown environment 'cot'; one of ['longcot', 'delethink']"),
+        ({**PICTURE, "step_ms": {"cot": []}},
+         "p: step_ms: unknown environment 'cot'; one of ['longcot', 'delethink']"),
+        ({**PICTURE, "accuracy": {"longcot": [0.5, 0.1, 0.6]}},
+         "p: accuracy.longcot: [warm start, error, after RL, error], not [0.5, 0.1, 0.6]"),
+        ({**PICTURE, "budgets": [256, 512], "step_ms": {"longcot": [1.0]}},
+         "p: step_ms.longcot: 1 values for 2 budgets"),
+        ({**PICTURE, "budget": "B"}, "p: invalid literal for int() with base 10: 'B'"),
+        ({**PICTURE, "accuracy": [0.5]}, "p: 'list' object has no attribute 'items'"),
+    ],
+)  # fmt: skip
+def test_bad_picture_numbers_are_refused_with_this_exact_message(raw, message):
+    with pytest.raises(ValueError) as caught:
+        summary_picture.picture_from_dict(raw, "p")
+    assert str(caught.value) == message
+
+
+def test_the_picture_numbers_read_back_as_they_were_written_and_their_fingerprint_follows_every_number():
+    raw = {"budget": 256, "accuracy": {"longcot": [0.5, 0.1, 0.625, 0.1]}, "budgets": [256, 512],
+           "step_ms": {"longcot": [19.0, 44.5], "delethink": [28.0, 57.5]}}  # fmt: skip
+    picture = summary_picture.picture_from_dict(raw, "p")
+    assert summary_picture.picture_dict(picture) == raw
+    assert summary_picture.picture_from_dict(PICTURE, "p") == SummaryPicture(256, PICTURE["accuracy"], [], {})
+    # sha256 of the sorted JSON, its first 16 hex digits
+    text = '{"accuracy": {"delethink": [0.25, 0.5, 0.75, 1.0]}, "budget": 256, "budgets": [], "step_ms": {}}'
+    assert (
+        summary_picture.fingerprint(SummaryPicture(**PICTURE))
+        == hashlib.sha256(text.encode()).hexdigest()[:16]
+    )
+    changed = [
+        {**raw, "budget": 512},
+        {**raw, "accuracy": {"longcot": [0.5, 0.1, 0.625, 0.2]}},
+        {**raw, "step_ms": {"longcot": [19.0, 44.5], "delethink": [28.0, 57.0]}},
+    ]
+    prints = {summary_picture.fingerprint(summary_picture.picture_from_dict(r, "p")) for r in [raw, *changed]}
+    assert len(prints) == 4
+
+
+def test_a_saved_picture_carries_its_fingerprint_and_a_png_drawn_otherwise_none(tmp_path):
+    import matplotlib.pyplot as plt
+
+    picture = SummaryPicture(**PICTURE)
+    path = tmp_path / "docs" / "p.png"  # its folder made on the way
+    summary_picture.save(picture, path)
+    assert path.read_bytes().startswith(b"\x89PNG") and (path.stat().st_mode & 0o777) == 0o644
+    assert summary_picture.drawn_from(path) == summary_picture.fingerprint(picture)
+    assert b"Software" not in path.read_bytes()  # no matplotlib version in the file
+    assert [p.name for p in path.parent.iterdir()] == ["p.png"]  # no temp file left
+    assert summary_picture.drawn_from(tmp_path / "none.png") is None
+    fig = plt.figure()
+    fig.savefig(tmp_path / "other.png")
+    plt.close(fig)
+    assert summary_picture.drawn_from(tmp_path / "other.png") is None
+    assert plt.get_fignums() == []  # save closed its figure

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import matplotlib.pyplot as plt
 import pytest
 from matplotlib.colors import to_hex
 from matplotlib.container import ErrorbarContainer
@@ -19,8 +20,10 @@ from recipes.markovian_testbed import aggregate, report
 from verl.eval import paired
 from verl.eval.plot import save_figure
 from verl.models.tiny import build_tokenizer
+from verl.tools import summary_picture
 from verl.tools.cost_model import delethink_cost, longcot_cost, qwen2_dims
 from verl.tools.results import Claim, load_record
+from verl.tools.summary_picture import SummaryPicture
 
 
 def matplotlib_color(color) -> str:
@@ -240,11 +243,34 @@ def test_the_crossover_figure_has_rollout_and_step_per_trajectory_on_a_log_budge
         assert gridded(ax) and legend_of(ax) == (["LongCoT", "Delethink"], 8)
 
 
-def test_the_summary_figure_has_each_environments_bars_and_its_step_cost_in_units_of_b(tmp_path, figures):
+def test_the_summary_pictures_numbers_are_the_accuracies_and_the_step_cost_rounded():
+    accuracies = {"longcot": ((0.123456, 0.05), (0.5, 0.1))}
+    picture = report.summary_picture(accuracies, COST["timing"], 512)
+    # the step per trajectory: 60, 210 ms (LongCoT) and 70, 130 ms (Delethink)
+    assert picture == SummaryPicture(
+        512,
+        {"longcot": [0.1235, 0.05, 0.5, 0.1]},
+        [512, 1024],
+        {"longcot": [60.0, 210.0], "delethink": [70.0, 130.0]},
+    )
+    rows = [{**row, "longcot": {**row["longcot"], "step_s": 0.0123456}} for row in COST["timing"]]
+    # 0.0123456 s over 100 trajectories: 0.123456 ms, kept to 2 decimals
+    assert report.summary_picture(accuracies, rows, 512).step_ms["longcot"] == [0.12, 0.12]
+    untimed = [{k: v for k, v in row.items() if k != "step_delethink_over_longcot"} for row in COST["timing"]]
+    assert report.summary_picture(accuracies, untimed, 512) == SummaryPicture(512, picture.accuracy)
+    assert report.summary_picture({}, [], 256) == SummaryPicture(256, {})
+
+
+def test_the_summary_figure_has_each_environments_bars_and_its_step_cost_in_units_of_b(tmp_path):
+    from PIL import Image
+
     accuracies = {"longcot": ((0.25, 0.05), (0.5, 0.1)), "delethink": ((0.375, 0.02), (0.75, 0.04))}
-    report.plot_summary(tmp_path, accuracies, COST["timing"], 512)
-    fig, dpi = figures["summary.png"]
-    assert list(fig.get_size_inches()) == [8, 3.2] and dpi == 80
+    picture = report.summary_picture(accuracies, COST["timing"], 512)
+    fig = summary_picture.draw(picture)
+    summary_picture.save(picture, tmp_path / "summary.png")
+    with Image.open(tmp_path / "summary.png") as image:
+        assert image.size == (640, 256)  # 8 x 3.2 inches at 80 dots an inch
+    assert list(fig.get_size_inches()) == [8, 3.2]
     bars, cost = fig.axes
     assert [(p.get_x() + p.get_width() / 2, p.get_height()) for p in bars.patches] == [
         (0, 0.25), (1, 0.5), (3, 0.375), (4, 0.75)
@@ -277,15 +303,18 @@ def test_the_summary_figure_has_each_environments_bars_and_its_step_cost_in_unit
     assert [t.get_text() for t in cost.get_xticklabels()] == ["1B", "2B"]
     assert (cost.get_xlabel(), cost.get_ylabel()) == ("thinking budget", "RL step per trajectory (ms)")
     assert gridded(cost) and legend_of(cost) == (["LongCoT", "Delethink"], 8)
+    plt.close(fig)
 
 
-def test_the_summary_figure_leaves_out_an_environment_without_accuracies_and_old_timings(tmp_path, figures):
+def test_the_summary_figure_leaves_out_an_environment_without_accuracies_and_old_timings():
     old = [{k: v for k, v in row.items() if k != "step_delethink_over_longcot"} for row in COST["timing"]]
     # a warm start at 0 with its error bar below 0: the axis still starts at 0
-    report.plot_summary(tmp_path, {"delethink": ((0.0, 0.2), (0.5, 0.0))}, old, 512)
-    bars, cost = figures["summary.png"][0].axes
+    picture = report.summary_picture({"delethink": ((0.0, 0.2), (0.5, 0.0))}, old, 512)
+    fig = summary_picture.draw(picture)
+    bars, cost = fig.axes
     assert [p.get_x() + p.get_width() / 2 for p in bars.patches] == [3, 4] and bars.get_ylim() == (0, 1)
     assert len(cost.lines) == 0 and cost.get_legend() is None and cost.get_xscale() == "linear"
+    plt.close(fig)
 
 
 # --- report.py: verdicts and tables --------------------------------------------------------------------
@@ -524,7 +553,11 @@ def test_the_report_of_a_whole_run_has_its_verdicts_figures_and_sections_in_orde
         "", "![summary](summary.png)", "![accuracy_vs_budget](accuracy_vs_budget.png)",
         "![crossover](crossover.png)", "![training_curves](training_curves.png)", "![cost](cost.png)", "",
     ]  # fmt: skip
-    assert len(figures["summary.png"][0].axes[1].lines) == 2  # the step cost, from the timing rows
+    picture = json.loads((tmp_path / "summary_picture.json").read_text())
+    assert picture["budgets"] == [512, 1024] and list(picture["step_ms"]) == ["longcot", "delethink"]
+    assert summary_picture.drawn_from(tmp_path / "summary.png") == summary_picture.fingerprint(
+        summary_picture.picture_from_dict(picture, "summary_picture.json")
+    )
     # one key per line, indented by one space
     assert (tmp_path / "verdicts.json").read_text().startswith('[\n {\n  "key": "warm_start",\n  "claim": ')
     sections = [line for line in lines if line.startswith("## ")]
@@ -669,6 +702,36 @@ def test_the_record_names_the_run_and_each_claim_in_its_reports_words(tmp_path, 
     assert text == aggregate.aggregate(tmp_path, [1, 2]) and capsys.readouterr().out == text + "\n"
 
 
+def test_the_record_with_readme_holds_that_seeds_summary_picture_and_a_missing_one_is_named(tmp_path, capsys):
+    seed_report(tmp_path, 1, [CLAIM_A])
+    seed_report(tmp_path, 2, [CLAIM_A])
+    picture = {"budget": 256, "accuracy": {"longcot": [0.5, 0.1, 0.75, 0.1]}}
+    (tmp_path / "seed_2" / "summary_picture.json").write_text(json.dumps(picture))
+    aggregate.main(["--root", str(tmp_path), "--seeds", "1", "2", "--readme", "2"])
+    record = load_record(tmp_path / "record.yaml")
+    assert (record.readme, record.picture) == (2, SummaryPicture(256, picture["accuracy"]))
+    with pytest.raises(SystemExit) as caught:
+        aggregate.record(tmp_path, [1, 2], "x", readme=1)
+    assert str(caught.value) == (
+        f"aggregate.py: --readme 1: no {tmp_path / 'seed_1' / 'summary_picture.json'} (report.py writes it)"
+    )
+    (tmp_path / "seed_1" / "summary_picture.json").write_text("{")
+    with pytest.raises(SystemExit) as caught:
+        aggregate.record(tmp_path, [1, 2], "x", readme=1)
+    assert str(caught.value).startswith(
+        f"aggregate.py: {tmp_path / 'seed_1' / 'summary_picture.json'}: not JSON ("
+    )
+    (tmp_path / "seed_1" / "summary_picture.json").write_text(json.dumps({**picture, "budget": "B"}))
+    with pytest.raises(SystemExit) as caught:
+        aggregate.record(tmp_path, [1, 2], "x", readme=1)
+    where = tmp_path / "seed_1" / "summary_picture.json"
+    assert str(caught.value) == f"aggregate.py: {where}: invalid literal for int() with base 10: 'B'"
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        aggregate.main(["--root", str(tmp_path), "--seeds", "1", "2", "--readme", "3"])
+    assert "error: --readme 3 is not one of --seeds 1 2\n" in capsys.readouterr().err
+
+
 def test_the_aggregate_cli_needs_a_root_and_seeds_and_says_what_each_option_is(tmp_path, monkeypatch, capsys):
     for argv, missing in ((["--seeds", "1"], "--root"), (["--root", str(tmp_path)], "--seeds")):
         with pytest.raises(SystemExit):
@@ -686,6 +749,7 @@ def test_the_aggregate_cli_needs_a_root_and_seeds_and_says_what_each_option_is(t
     assert re.search(
         r"\n  --command COMMAND\s+the call that ran the seeds, for the record \(default: this one's\)\n", out
     )
+    assert re.search(r"\n  --readme README\s+the seed whose table and picture the README shows\n", out)
 
 
 def test_the_record_of_a_command_line_run_names_that_command(tmp_path, monkeypatch, capsys):

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from verl.tools import results
+from verl.tools import results, summary_picture
 from verl.tools.results import Claim, Record, RecordError, Table, Verdicts
+from verl.tools.summary_picture import SummaryPicture
 
 REPO = Path(__file__).resolve().parents[1]
+PICTURE = SummaryPicture(256, {"longcot": [0.5, 0.02, 0.6, 0.02]}, [256, 512], {"longcot": [19.0, 44.5]})
 
 RECORD = {
     "title": "A benchmark",
@@ -47,6 +49,8 @@ def test_the_readme_table_is_of_the_seed_make_demo_runs():
 def test_the_committed_pages_are_what_their_records_give():
     for path, text in results.pages(REPO).items():
         assert path.read_text() == text, f"{path} is stale: run `make results`"
+    for path, picture in results.pictures(REPO).items():
+        assert summary_picture.drawn_from(path) == summary_picture.fingerprint(picture), f"{path} is stale"
 
 
 def anchors_of(path: Path) -> set[str]:
@@ -110,7 +114,7 @@ def test_verdicts_show_each_seed_with_misses_in_bold_and_the_readme_table_one_se
         Claim("(a) ratio", ">= 0.95x", ["1.03x", "0.79x", "not measured: no report"], [True, False, None])
     ]
     record = Record("demo", "Demo", "testbed", "2026-01-02", "abc", "cpu", "run.sh\nreport.py",
-                    verdicts=Verdicts([1, 2, 3], claims), readme=2)  # fmt: skip
+                    verdicts=Verdicts([1, 2, 3], claims), readme=2, picture=PICTURE)  # fmt: skip
     lines = results.render_entry(record)
     assert lines[4:7] == ["```", "run.sh", "report.py"]  # a command of several lines gets a block
     assert (
@@ -121,6 +125,8 @@ def test_verdicts_show_each_seed_with_misses_in_bold_and_the_readme_table_one_se
         "| claim | target | measured | verdict |",
         "|---|---|---|---|",
         "| (a) ratio | >= 0.95x | 0.79x | **not held** |",
+        "",
+        "![seed 2's held-out accuracy and RL step cost](docs/demo_summary.png)",
     ]
     with pytest.raises(RecordError, match="exactly one record must name the README's seed"):
         results.readme_table([record, record])
@@ -167,6 +173,7 @@ def test_records_load_in_page_order(tmp_path):
         ),
         ({"tables": [{"columns": ["a"], "rows": []}]}, r"tables\[0\]: rows must be a non-empty list"),
         ({"readme": 1}, "readme=1 must be one of the seeds of its verdicts"),
+        ({"picture": {"budget": 256, "accuracy": {}}}, r"readme \(a seed\) and picture .* go together"),
         (
             {
                 "readme": 3,
@@ -176,6 +183,27 @@ def test_records_load_in_page_order(tmp_path):
                 },
             },
             "readme=3 must be one of the seeds of its verdicts",
+        ),
+        (
+            {
+                "readme": 1,
+                "verdicts": {
+                    "seeds": [1],
+                    "claims": [{"claim": "c", "target": "t", "measured": ["x"], "held": [True]}],
+                },
+            },
+            r"readme \(a seed\) and picture .* go together",
+        ),
+        (
+            {
+                "readme": 1,
+                "picture": {"budget": 256, "accuracy": {"longcot": [0.5]}},
+                "verdicts": {
+                    "seeds": [1],
+                    "claims": [{"claim": "c", "target": "t", "measured": ["x"], "held": [True]}],
+                },
+            },
+            r"bench.yaml: picture: accuracy.longcot: \[warm start, error, after RL, error\], not \[0.5\]",
         ),
         (
             {
@@ -205,7 +233,7 @@ def test_a_record_may_not_take_a_section_anchor_and_an_unquoted_date_is_read_as_
 def test_a_written_record_loads_back_as_it_was(tmp_path):
     record = Record(
         "run", "A run", "testbed", "2026-01-02", "abc", "cpu", "line one\nline two", method="docs/GPU.md",
-        verdicts=Verdicts([1], [Claim("c", ">= 0.5", ["0.50"], [None])]), readme=1,
+        verdicts=Verdicts([1], [Claim("c", ">= 0.5", ["0.50"], [None])]), readme=1, picture=PICTURE,
         tables=[Table(["a"], [["1.00"]], "cap")], notes="- a note\n- another",
     )  # fmt: skip
     results.write_record(tmp_path / "run.yaml", record)

@@ -1,13 +1,15 @@
 """The testbed over several seeds: each claim's mean and spread over the seeds, and in how many it held.
 
-    python recipes/markovian_testbed/aggregate.py --root OUT --seeds 1 2 3 [--command "what ran them"]
+    python recipes/markovian_testbed/aggregate.py --root OUT --seeds 1 2 3 [--command "what ran them"] \
+        [--readme 1]
 
 Reads OUT/seed_N/verdicts.json (report.py) and OUT/seed_N/sft (the warm start's accuracy checks) for each
 seed and writes OUT/aggregate.md: the claims over seeds first, then every seed's warm-start curve, then
 each claim seed by seed. A seed that stopped before its report (a warm start below its target, or
 STOP_AFTER=sft) counts in the warm-start rows only; its claims read "not measured". It also writes
 OUT/record.yaml, the run's results record (docs/results/README.md): every claim's verdict seed by seed,
-with the date, commit, machine and `--command` (run.sh passes its own call).
+with the date, commit, machine and `--command` (run.sh passes its own call). With `--readme N` the record
+names seed N as the README's and holds its summary picture's numbers (OUT/seed_N/summary_picture.json).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from verl.tools import results
+from verl.tools import results, summary_picture
 from verl.trainer.sft import outcome
 from verl.utils.fs import atomic_write_text
 
@@ -106,9 +108,10 @@ def aggregate(root: Path, seeds: list[int]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def record(root: Path, seeds: list[int], command: str) -> results.Record:
+def record(root: Path, seeds: list[int], command: str, readme: int | None = None) -> results.Record:
     """The run's results record: each claim's verdict seed by seed, as the reports printed them (the warm
-    start's from its checks where a seed stopped before its report)."""
+    start's from its checks where a seed stopped before its report); with `readme`, that seed's summary
+    picture (a SystemExit naming the file when its report wrote none)."""
     claims, by_seed, warm, reports = collect(root, seeds)
     reported = {v["key"]: v for verdicts in reports.values() for v in verdicts}
     rows = []
@@ -128,8 +131,23 @@ def record(root: Path, seeds: list[int], command: str) -> results.Record:
     title = f"The Markovian testbed over seeds {' '.join(map(str, seeds))}"
     return results.Record(
         name="record", title=title, section="testbed", command=command,
-        verdicts=results.Verdicts(seeds, rows), **results.provenance(),
+        verdicts=results.Verdicts(seeds, rows), readme=readme,
+        picture=None if readme is None else readme_picture(root, readme), **results.provenance(),
     )  # fmt: skip
+
+
+def readme_picture(root: Path, seed: int) -> summary_picture.SummaryPicture:
+    path = root / f"seed_{seed}" / "summary_picture.json"
+    if not path.is_file():
+        raise SystemExit(f"aggregate.py: --readme {seed}: no {path} (report.py writes it)")
+    try:
+        raw = json.loads(path.read_text())
+    except ValueError as err:
+        raise SystemExit(f"aggregate.py: {path}: not JSON ({err})") from None
+    try:
+        return summary_picture.picture_from_dict(raw, str(path))
+    except ValueError as err:
+        raise SystemExit(f"aggregate.py: {err}") from None
 
 
 def seed_cell(verdict: dict | None) -> str:
@@ -146,13 +164,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--command", default="", help="the call that ran the seeds, for the record (default: this one's)"
     )
+    parser.add_argument("--readme", type=int, help="the seed whose table and picture the README shows")
     args = parser.parse_args(argv)
+    if args.readme is not None and args.readme not in args.seeds:
+        parser.error(f"--readme {args.readme} is not one of --seeds {' '.join(map(str, args.seeds))}")
     text = aggregate(args.root, args.seeds)
     atomic_write_text(args.root / "aggregate.md", text)
     command = args.command or shlex.join(
         ["python", "recipes/markovian_testbed/aggregate.py", *(sys.argv[1:] if argv is None else argv)]
     )
-    results.write_record(args.root / "record.yaml", record(args.root, args.seeds, command))
+    results.write_record(args.root / "record.yaml", record(args.root, args.seeds, command, args.readme))
     print(text)
 
 

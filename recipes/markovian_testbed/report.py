@@ -40,6 +40,8 @@ from verl.data import shift_register
 from verl.eval.paired import Scores, accuracy, fmt, paired_gain, paired_ratio, problem_scores
 from verl.eval.plot import save_figure
 from verl.tools.cost_model import logged_run_flops, qwen2_dims
+from verl.tools.summary_picture import ENVIRONMENTS, SummaryPicture, picture_dict
+from verl.tools.summary_picture import save as save_picture
 from verl.trainer.sft import outcome
 from verl.utils.checkpoint import step_dirs
 from verl.utils.fs import atomic_write_text, read_jsonl
@@ -58,8 +60,6 @@ from recipes.markovian_testbed.settings import (  # noqa: E402
 
 TRAINED = "synthetic/shift_register/trained"  # eval rows of the RL training sizes (make_eval_data.py)
 PAST_B = "synthetic/shift_register/past_budget"  # eval rows whose reference thinking is longer than B
-
-ENVIRONMENTS = {"longcot": "LongCoT", "delethink": "Delethink"}
 
 
 @dataclass
@@ -481,34 +481,14 @@ def plot(root: Path, lc: dict | None, dt: dict | None, budget: int, cost: dict[s
         plot_crossover(root, cost["timing"])
 
 
-def plot_summary(root: Path, accuracies: Accuracies, rows: list[dict[str, Any]], budget: int) -> None:
-    """The one picture of the run (the README shows the demo's): held-out accuracy at B before and after RL
-    in each environment, and the whole RL step per trajectory against the budget. Small on purpose."""
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.2))
-    for i, mode in enumerate(ENVIRONMENTS):
-        if mode not in accuracies:
-            continue
-        (warm, warm_se), (rl, rl_se) = accuracies[mode]
-        left.bar([3 * i, 3 * i + 1], [warm, rl], yerr=[warm_se, rl_se], color=["#bbbbbb", f"C{i}"], capsize=3)
-    left.set_xticks([0, 1, 3, 4], ["warm\nstart", "LongCoT\n-RL", "warm\nstart", "Delethink\n-RL"])
-    left.set_ylabel(f"held-out accuracy at B = {budget}")
-    left.set_ylim(0, 1)
-    left.grid(axis="y", alpha=0.3)
-    if rows and timed_updates(rows):
-        budgets = [r["budget"] for r in rows]
-        for mode, label in ENVIRONMENTS.items():
-            right.plot(budgets, [ms_per_trajectory(r[mode], "step_s") for r in rows], marker="o", label=label)
-        right.set_xscale("log", base=2)
-        right.set_xticks(budgets, [f"{b // budget}B" for b in budgets])
-        right.set_ylim(bottom=0)
-        right.legend(fontsize=8)
-    right.set_xlabel("thinking budget")
-    right.set_ylabel("RL step per trajectory (ms)")
-    right.grid(alpha=0.3)
-    fig.tight_layout()
-    save_figure(fig, root / "summary.png", dpi=80)
+def summary_picture(accuracies: Accuracies, rows: list[dict[str, Any]], budget: int) -> SummaryPicture:
+    """The numbers of the run's summary picture (verl/tools/summary_picture.py): held-out accuracy at B before
+    and after RL, and the whole RL step per trajectory at each timed budget (when the updates were timed)."""
+    accuracy = {mode: [round(x, 4) for x in (*warm, *rl)] for mode, (warm, rl) in accuracies.items()}
+    if not (rows and timed_updates(rows)):
+        return SummaryPicture(budget, accuracy)
+    step_ms = {mode: [round(ms_per_trajectory(r[mode], "step_s"), 2) for r in rows] for mode in ENVIRONMENTS}
+    return SummaryPicture(budget, accuracy, [r["budget"] for r in rows], step_ms)
 
 
 def plot_crossover(root: Path, rows: list[dict[str, Any]]) -> None:
@@ -736,7 +716,9 @@ def main(argv: list[str] | None = None) -> None:
     cost_lines, cost, cost_verdicts = claim_c(run_dirs, timing, budget, chunk, carry)
     verdicts += cost_verdicts
     plot(root, lc, dt, budget, cost)
-    plot_summary(root, accuracies, cost["timing"], budget)
+    picture = summary_picture(accuracies, cost["timing"], budget)
+    atomic_write_text(root / "summary_picture.json", json.dumps(picture_dict(picture), indent=1) + "\n")
+    save_picture(picture, root / "summary.png")
     figures = [
         f
         for f in ("summary", "accuracy_vs_budget", "crossover", "training_curves", "cost")

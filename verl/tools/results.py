@@ -1,6 +1,7 @@
 """Results as data: one record per experiment in docs/results/<name>.yaml, and the pages made from them.
 
-    python -m verl.tools.results            # (make results) the results pages and the README's demo table
+    python -m verl.tools.results            # (make results) the results pages, the README's demo table and
+                                            # its summary picture
     python -m verl.tools.results --check    # exit 1, naming the page, if one differs from its records
 
 A record holds one experiment's latest measurement: its title, the page section it belongs to, date,
@@ -10,8 +11,9 @@ for a Markovian-testbed run over seeds, each claim's verdict seed by seed, with 
 `provenance`): recipes/markovian_testbed/aggregate.py, recipes/scaling/benchmark.py --record,
 benchmarks/shared_prefix.py --record and benchmarks/microbatch_throughput.py --record. The pages are a
 pure function of the records, so tests/test_results.py can check the committed ones: docs/RESULTS.md, an
-index of every entry by section, and a page per section, docs/results/<section>.md, holding its entries
-whole (a section grows without another's notes being cut to fit one page).
+index of every entry by section, a page per section, docs/results/<section>.md, holding its entries whole
+(a section grows without another's notes being cut to fit one page), and the README's demo table and
+summary picture (verl/tools/summary_picture.py), of the seed the record with `readme` names.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import Any
 
 import yaml
 
+from verl.tools import summary_picture
+from verl.tools.summary_picture import SummaryPicture
 from verl.utils.fs import atomic_write_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +43,7 @@ README = "README.md"
 # the README's demo table sits between these lines
 README_START = "<!-- results: the demo table, written by `make results` from the record with `readme` -->"
 README_END = "<!-- /results -->"
+README_PICTURE = "docs/demo_summary.png"  # the summary picture of that seed, drawn from the same record
 
 # section key -> (its heading on the page, where its methods are described); the page follows this order
 SECTIONS = {
@@ -95,6 +100,7 @@ class Record:
     tables: list[Table] = field(default_factory=list)
     notes: str = ""  # Markdown: what the numbers say, and what they do not
     readme: int | None = None  # the seed whose verdicts are the README's demo table
+    picture: SummaryPicture | None = None  # that seed's summary picture (README_PICTURE), with `readme`
 
 
 # -- the record, in and out ---------------------------------------------------------------------------
@@ -170,12 +176,19 @@ def _verdicts(where: str, raw: Any) -> Verdicts:
     return Verdicts(seeds, claims)
 
 
+def _picture(where: str, raw: Any) -> SummaryPicture:
+    try:
+        return summary_picture.picture_from_dict(raw, f"{where}: picture")
+    except ValueError as err:
+        raise RecordError(str(err)) from None
+
+
 def parse_record(name: str, raw: Any, where: str) -> Record:
     """A Record from a record file's YAML; a RecordError naming `where` and the key when it is not one."""
     if name in SECTIONS:  # both are anchors on the page
         raise RecordError(f"{where}: a record may not be named like a section ({list(SECTIONS)})")
     required = ("title", "section", "date", "commit", "machine", "command")
-    allowed = {*required, "method", "verdicts", "tables", "notes", "readme"}
+    allowed = {*required, "method", "verdicts", "tables", "notes", "readme", "picture"}
     if not isinstance(raw, dict):
         raise RecordError(f"{where}: a record is a mapping of {', '.join(required)}, ..., got {raw!r:.80}")
     unknown = sorted(set(raw) - allowed)
@@ -188,13 +201,16 @@ def parse_record(name: str, raw: Any, where: str) -> Record:
     readme = raw.get("readme")
     if readme is not None and (verdicts is None or readme not in verdicts.seeds):
         raise RecordError(f"{where}: readme={readme!r} must be one of the seeds of its verdicts")
+    if (readme is None) != (raw.get("picture") is None):
+        raise RecordError(f"{where}: readme (a seed) and picture (its summary picture's numbers) go together")
+    picture = None if readme is None else _picture(where, raw["picture"])
     tables = raw.get("tables") or []
     if not isinstance(tables, list):
         raise RecordError(f"{where}: tables must be a list of tables")
     return Record(
         name=name, **text, method=_text(where, raw.get("method"), "method", optional=True), verdicts=verdicts,
         tables=[_table(f"{where}: tables[{i}]", t) for i, t in enumerate(tables)],
-        notes=_text(where, raw.get("notes"), "notes", optional=True).strip(), readme=readme,
+        notes=_text(where, raw.get("notes"), "notes", optional=True).strip(), readme=readme, picture=picture,
     )  # fmt: skip
 
 
@@ -233,6 +249,7 @@ def record_yaml(record: Record) -> str:
         raw["method"] = record.method
     if record.readme is not None:
         raw["readme"] = record.readme
+        raw["picture"] = summary_picture.picture_dict(record.picture)
     if record.verdicts is not None:
         raw["verdicts"] = {
             "seeds": record.verdicts.seeds,
@@ -309,15 +326,21 @@ def verdict_rows(verdicts: Verdicts) -> list[str]:
     return markdown_table(columns, rows)
 
 
-def readme_table(records: list[Record]) -> list[str]:
-    """The README's demo table: the claims of the one record with `readme`, for that seed."""
+def readme_record(records: list[Record]) -> Record:
+    """The one record with `readme`: its seed's verdicts and summary picture are the README's."""
     chosen = [r for r in records if r.readme is not None]
     if len(chosen) != 1:
         raise RecordError(f"exactly one record must name the README's seed (readme: N); {len(chosen)} do")
-    record = chosen[0]
+    return chosen[0]
+
+
+def readme_table(records: list[Record]) -> list[str]:
+    """The README's demo table, the claims of the readme record for its seed, then its summary picture."""
+    record = readme_record(records)
     i = record.verdicts.seeds.index(record.readme)
     rows = [[c.claim, c.target, c.measured[i], verdict_cell(c.held[i])] for c in record.verdicts.claims]
-    return markdown_table(["claim", "target", "measured", "verdict"], rows)
+    picture = f"![seed {record.readme}'s held-out accuracy and RL step cost]({README_PICTURE})"
+    return [*markdown_table(["claim", "target", "measured", "verdict"], rows), "", picture]
 
 
 def _link(path: str) -> str:
@@ -411,23 +434,33 @@ def pages(root: Path) -> dict[Path, str]:
     }
 
 
+def pictures(root: Path) -> dict[Path, SummaryPicture]:
+    """Each generated picture of the repository at `root` and the numbers its records give it."""
+    return {root / README_PICTURE: readme_record(load_records(root / RECORDS)).picture}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page is stale")
     parser.add_argument("--root", type=Path, default=REPO, help="the repository (default: this checkout)")
     args = parser.parse_args(argv)
     try:
-        wanted = pages(args.root)
+        wanted, drawn = pages(args.root), pictures(args.root)
     except RecordError as e:
         print(f"results: {e}", file=sys.stderr)
         return 2
     stale = [path for path, text in wanted.items() if not path.is_file() or path.read_text() != text]
+    fingerprint, drawn_from = summary_picture.fingerprint, summary_picture.drawn_from
+    stale += [path for path, picture in drawn.items() if drawn_from(path) != fingerprint(picture)]
     if args.check:
         for path in stale:
             print(f"{path} differs from its records: run `make results`", file=sys.stderr)
         return 1 if stale else 0
     for path in stale:
-        atomic_write_text(path, wanted[path])  # README.md too: a failed write must not cut it short
+        if path in drawn:
+            summary_picture.save(drawn[path], path)
+        else:
+            atomic_write_text(path, wanted[path])  # README.md too: a failed write must not cut it short
         print(f"wrote {path}")
     return 0
 
