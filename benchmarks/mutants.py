@@ -1,6 +1,7 @@
 """`make mutants`: mutation testing of the modules in pyproject.toml's [tool.mutmut] only_mutate (the pure
-core, checkpoint retention, the Delethink agent loop, the results pages, the data and tasks, the
-evaluation's config and statistics and the Markovian testbed's verdicts) with the fast tests named there.
+core, checkpoint retention, the Delethink agent loop, the results pages and their picture, the data and
+tasks, the evaluation's config, statistics and entry, and the Markovian testbed's settings and verdicts)
+with the fast tests named there.
 
 mutmut changes one thing at a time in a copy of verl/ and recipes/markovian_testbed/ under mutants/ (an
 operator, a constant, a comparison) and runs the tests that reach the changed function; a mutant that no

@@ -163,3 +163,9 @@ def test_training_eval_sft_and_context_manager_build_the_same_object(tiny_assets
     ctx_config = {"name": "delethink", **dataclasses.asdict(DelethinkConfig(**TINY))}
     assert make_context_manager(ctx_config, tokenizer).params == training
     assert make_context_manager({"name": "delethink"}, tokenizer).params == DelethinkParams()
+
+
+@pytest.mark.parametrize("later, longest", [(None, 32), (10, 32), (16, 32), (17, 33), (32, 48)])
+def test_the_longest_chunk_is_c_or_a_later_chunks_carry_plus_its_new_tokens(later, longest):
+    # TINY: C = 32, m = 4 + 12 = 16; a later chunk holds 16 carried + `later` new (C - m = 16 unset)
+    assert DelethinkParams(**TINY, intermediate_max_new_tokens=later).longest_chunk == longest

@@ -52,12 +52,18 @@ from verl.workers.reward_manager import RewardResult
 
 
 @pytest.fixture(autouse=True)
-def no_progress_monitor(monkeypatch):
-    # tqdm's documented switch for its monitor thread: a thread left behind holds tqdm's lock now and then,
-    # and mutmut forks this process once per mutant (a child forked at that moment hangs on the lock)
+def private_progress_lock(monkeypatch):
+    """tqdm's monitor thread off and its write lock this test's own. mutmut forks this process once per
+    mutant: a child forked while the monitor thread holds the lock hangs on it; and tqdm's default lock
+    holds a multiprocessing semaphore that every forked child shares, so a mutant that makes tqdm raise
+    while holding it (`unit=None` in evaluate.run_all) leaves it taken and every later child hangs. A fork
+    copies a thread lock instead of sharing it."""
+    import threading
+
     import tqdm
 
-    monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)
+    monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)  # tqdm's documented switch for the thread
+    monkeypatch.setattr(tqdm.tqdm, "_lock", threading.RLock(), raising=False)
 
 
 def test_problem_scores_keep_only_the_runs_mode_and_budget_in_sample_order():
@@ -459,16 +465,19 @@ def prompts(*lengths: int) -> list[PromptItem]:
 
 
 @pytest.mark.parametrize(
-    "mode, key, budget", [("longcot", "longcot.budgets", 128), ("delethink", "delethink.chunk_size", 32),
-                          ("probe", "delethink.max_chunks", 128)],
+    "mode, later, key, budget",
+    [("longcot", None, "longcot.budgets", 128), ("delethink", None, "delethink.chunk_size", 32),
+     ("probe", None, "delethink.max_chunks", 128), ("delethink", 16, "delethink.chunk_size", 32),
+     # later chunks of 17: m = 16 carried + 17 new = 33 tokens, one more than the first chunk's C = 32
+     ("delethink", 17, "delethink.intermediate_max_new_tokens", 33)],
 )  # fmt: skip
-def test_the_longest_prompt_and_first_turn_must_fit_the_models_positions(good, mode, key, budget):
-    config = sweep(good, mode)
+def test_the_longest_prompt_and_longest_request_must_fit_the_models_positions(good, mode, later, key, budget):
+    config = with_(sweep(good, mode), **{"delethink.intermediate_max_new_tokens": later})
     assert check_fits_context(config, prompts(5, 9), 9 + budget) == 9 + budget
     with pytest.raises(ConfigError) as too_long:
         check_fits_context(config, prompts(5, 9), 9 + budget - 1)
     assert str(too_long.value) == (
-        f"{key}: the longest prompt (9 tokens) plus {budget} new tokens exceeds the model's "
+        f"{key}: the longest prompt (9 tokens) plus {budget} thinking tokens exceeds the model's "
         f"max_position_embeddings={9 + budget - 1}"
     )
 

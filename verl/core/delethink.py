@@ -44,7 +44,7 @@ def _is_int(value: object) -> bool:
 class DelethinkParams:
     """Defaults are the paper's 24K setting (C = 8K, m = C/2, I = 5), as in policy_iteration.yaml."""
 
-    chunk_size: int = 8192  # C: the first chunk's budget, and the most new + carried tokens any chunk holds
+    chunk_size: int = 8192  # C: the first chunk's budget (with later chunks of C - m: the most a chunk holds)
     keep_head: int = 100  # carry-over: the first keep_head thinking tokens of the whole trace
     keep_tail: int = 3996  # carry-over: the last keep_tail thinking tokens (>= 1)
     intermediate_max_new_tokens: int | None = None  # new tokens per chunk after the first; None: C - m
@@ -96,6 +96,12 @@ class DelethinkParams:
         """New tokens each chunk after the first may write: the explicit value, else C - m."""
         explicit = self.intermediate_max_new_tokens
         return self.derived_intermediate if explicit is None else explicit
+
+    @cached_property
+    def longest_chunk(self) -> int:
+        """The most thinking tokens one chunk's request holds after its question: C in the first, m carried
+        + the intermediate budget in a later one (more than C when intermediate_max_new_tokens > C - m)."""
+        return max(self.chunk_size, self.carry + self.intermediate_budget)
 
     @cached_property
     def thinking_budget(self) -> int:

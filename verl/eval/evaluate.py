@@ -93,20 +93,27 @@ def load_items(config: EvalConfig, tokenizer) -> list[PromptItem]:
     return [item for g in groups for item in g]
 
 
+def request_budget(run: EvalRun) -> int:
+    """The most tokens one request of `run` holds after its question: the whole budget for LongCoT, the
+    longest chunk for Delethink."""
+    return run.thinking_budget if run.delethink is None else run.delethink.longest_chunk
+
+
 def check_fits_context(config: EvalConfig, items: list[PromptItem], max_positions: int) -> int:
     """The longest request's tokens; fails before loading weights if they cannot fit the model's
-    positions. A Delethink chunk never holds more than question + C tokens (a later chunk: question +
-    m carried + C - m new)."""
+    positions."""
     longest_prompt = max(len(it.prompt_ids) for it in items)
-    budget = max(first_turn_budget(run) for run in planned_runs(config))
+    budget = max(request_budget(run) for run in planned_runs(config))
     if longest_prompt + budget > max_positions:
         key = {
             "longcot": "longcot.budgets",
             "delethink": "delethink.chunk_size",
             "probe": "delethink.max_chunks",
-        }
+        }[config.mode]
+        if config.mode == "delethink" and budget > config.delethink.chunk_size:  # a later chunk is longest
+            key = "delethink.intermediate_max_new_tokens"
         raise ConfigError(
-            f"{key[config.mode]}: the longest prompt ({longest_prompt} tokens) plus {budget} new tokens "
+            f"{key}: the longest prompt ({longest_prompt} tokens) plus {budget} thinking tokens "
             f"exceeds the model's max_position_embeddings={max_positions}"
         )
     return longest_prompt + budget
