@@ -29,8 +29,9 @@
 # mean and spread over the seeds and in how many it held; aggregate.py) and $OUT/record.yaml (the run's
 # results record, docs/results/README.md); a seed that stops (a warm start below its target) does not stop
 # the others.
-# Sizes: the default is the full setting (B = 512, about 80 minutes on 2 quiet cores); SIZE=demo is the
-# quickstart's (B = 256, under 15 minutes); SIZE=smoke is CI's (seconds per stage, numbers meaningless).
+# Sizes: the default is the full setting (B = 512; its record, docs/results/testbed.md#full_setting, says how
+# long a seed took); SIZE=demo is the quickstart's (B = 256, about 10 minutes a seed: the demo's record);
+# SIZE=smoke is CI's (seconds per stage, numbers meaningless).
 # SFT_ARGS: Hydra overrides for the warm start.
 # Usage: [PYTHON=.venv/bin/python] [SIZE=full|demo|smoke] [OUT=DIR] [SEED=N | SEEDS="N ..."] [STEPS=N] \
 #        [FORCE=1] [STOP_AFTER=sft|rl|heldout|eval] [SFT_ARGS="..."] bash recipes/markovian_testbed/run.sh \
