@@ -3,9 +3,11 @@ the session leaves the repository as it found it: a test that writes inside the 
 output directory) fails the run, naming what it left."""
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
+import tqdm
 
 from tests.clean_tree import leftovers, snapshot
 
@@ -24,6 +26,14 @@ os.environ.setdefault("VERL_SCORING_TIME_SCALE", "30")
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
     workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
+# `make mutants` forks this process once per mutant. tqdm's default write lock holds a multiprocessing
+# semaphore that every forked child shares: a child that dies holding it (a mutant that makes a bar raise,
+# or one killed for its time) leaves it taken, and every later child hangs on it without using CPU, which
+# mutmut then counts as a kill. A thread lock is copied by a fork instead, and without tqdm's monitor thread
+# (its documented switch) no thread can hold it at the moment of a fork. Set before any bar exists, so that
+# the libraries' tqdm subclasses (datasets', transformers') inherit it.
+tqdm.tqdm.set_lock(threading.RLock())
+tqdm.tqdm.monitor_interval = 0
 
 
 @pytest.fixture(scope="session")

@@ -39,15 +39,6 @@ def tokenizer():
     return build_tokenizer()
 
 
-@pytest.fixture(autouse=True)
-def no_progress_monitor(monkeypatch):
-    # tqdm's documented switch for its monitor thread: a thread left behind holds tqdm's lock now and then,
-    # and mutmut forks this process once per mutant (a child forked at that moment hangs on the lock)
-    import tqdm
-
-    monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)
-
-
 def jsonl(path, rows) -> str:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(path)

@@ -51,21 +51,6 @@ from verl.utils.seeding import derive_seed
 from verl.workers.reward_manager import RewardResult
 
 
-@pytest.fixture(autouse=True)
-def private_progress_lock(monkeypatch):
-    """tqdm's monitor thread off and its write lock this test's own. mutmut forks this process once per
-    mutant: a child forked while the monitor thread holds the lock hangs on it; and tqdm's default lock
-    holds a multiprocessing semaphore that every forked child shares, so a mutant that makes tqdm raise
-    while holding it (`unit=None` in evaluate.run_all) leaves it taken and every later child hangs. A fork
-    copies a thread lock instead of sharing it."""
-    import threading
-
-    import tqdm
-
-    monkeypatch.setattr(tqdm.tqdm, "monitor_interval", 0)  # tqdm's documented switch for the thread
-    monkeypatch.setattr(tqdm.tqdm, "_lock", threading.RLock(), raising=False)
-
-
 def test_problem_scores_keep_only_the_runs_mode_and_budget_in_sample_order():
     samples = [
         {"mode": "longcot", "thinking_budget": 256, "problem_index": 1, "score": 1},

@@ -17,7 +17,7 @@ from transformers import AutoTokenizer
 
 import verl.eval.evaluate as evaluate_module
 from tests.engine_agreement import save_ending_policy
-from tests.test_mutants_eval import private_progress_lock, with_  # noqa: F401 (an autouse fixture)
+from tests.test_mutants_eval import with_
 from verl.config import ConfigError, TaskConfig
 from verl.core.engine import GenerateOutput, RolloutEngine, SamplingParams
 from verl.core.trajectory import PromptItem, Trajectory, Turn

@@ -463,6 +463,7 @@ def test_the_date_is_today_in_utc_whatever_the_local_time_zone(zone, monkeypatch
     "raw, message",
     [
         ([1], "p: a mapping of budget, accuracy, budgets, step_ms (the last two optional), got [1]"),
+        (None, "p: a mapping of budget, accuracy, budgets, step_ms (the last two optional), got None"),
         ({"budget": 256}, "p: a mapping of budget, accuracy, budgets, step_ms (the last two optional), got "
                           "{'budget': 256}"),
         ({**PICTURE, "colour": "red"}, "p: unknown key 'colour'; one of budget, accuracy, budgets, step_ms"),
@@ -506,11 +507,13 @@ def test_the_picture_numbers_read_back_as_they_were_written_and_their_fingerprin
 
 
 def test_a_saved_picture_carries_its_fingerprint_and_a_png_drawn_otherwise_none(tmp_path):
+    import matplotlib
     import matplotlib.pyplot as plt
 
     picture = SummaryPicture(**PICTURE)
     path = tmp_path / "docs" / "p.png"  # its folder made on the way
-    summary_picture.save(picture, path)
+    with matplotlib.rc_context({"savefig.format": "svg"}):  # a PNG whatever a user's matplotlibrc says
+        summary_picture.save(picture, path)
     assert path.read_bytes().startswith(b"\x89PNG") and (path.stat().st_mode & 0o777) == 0o644
     assert summary_picture.drawn_from(path) == summary_picture.fingerprint(picture)
     assert b"Software" not in path.read_bytes()  # no matplotlib version in the file

@@ -558,8 +558,10 @@ def test_the_report_of_a_whole_run_has_its_verdicts_figures_and_sections_in_orde
     assert summary_picture.drawn_from(tmp_path / "summary.png") == summary_picture.fingerprint(
         summary_picture.picture_from_dict(picture, "summary_picture.json")
     )
-    # one key per line, indented by one space
+    # one key per line, indented by one space (both files are read by people as well)
     assert (tmp_path / "verdicts.json").read_text().startswith('[\n {\n  "key": "warm_start",\n  "claim": ')
+    picture_text = (tmp_path / "summary_picture.json").read_text()
+    assert picture_text.startswith('{\n "budget": 512,\n "accuracy": {},\n "budgets": [\n  512,\n')
     sections = [line for line in lines if line.startswith("## ")]
     assert sections == [
         "## RL against its warm start, and (a): held-out problems of the trained sizes at B = 512",
