@@ -73,10 +73,10 @@ test: $(SGLANG_STAMP) $(REAL_MODEL_STAMP)
 	$(PYTEST) --dist worksteal --durations=10 tests
 	ATEN_CPU_CAPABILITY=default $(PYTEST) --dist loadfile -m compares_runs $(COMPARISONS)
 
-# Mutation testing of verl/core/, checkpoint retention, the Delethink agent loop, the results pages,
-# verl/data/, the evaluation's config and statistics and the testbed's verdicts with their fast tests
-# (pyproject.toml [tool.mutmut]; benchmarks/README.md): one worker, module by module; 7,460 mutants in about
-# 50 minutes (docs/RESULTS.md). Writes the record docs/results/mutants.yaml (then `make results`); fails while
+# Mutation testing of verl/core/, checkpoint retention, the Delethink agent loop, the results pages and their
+# picture, verl/data/, the evaluation's config, statistics and entry, and the testbed's settings and verdicts
+# with their fast tests (pyproject.toml [tool.mutmut]; benchmarks/README.md): one worker, module by module;
+# 8,449 mutants in about an hour (docs/RESULTS.md). Writes the record docs/results/mutants.yaml (then `make results`); fails while
 # a mutant survives that no test kills and benchmarks/mutants_equivalent.json does not name.
 mutants: $(STAMP)
 	$(BIN)/pip install -q -r requirements-mutants.txt
