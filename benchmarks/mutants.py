@@ -14,7 +14,7 @@ One worker process, module by module (the machine is shared). Writes its results
 docs/results/mutants.yaml (docs/results/README.md; `make results` puts it on docs/RESULTS.md): per
 module the mutants, killed (a failing test, a crash or a hang), equivalent, survived, not run, the
 killed share of the mutants less the equivalent and the not run ones; prints a summary with each
-survivor's diff; exits 1 while a mutant survives or was not run.
+survivor's diff; exits 1 while a mutant survives or was not run, or an entry names no surviving mutant.
 
   python benchmarks/mutants.py                          # every module, from scratch
   python benchmarks/mutants.py --modules verl.core.trimmers --keep
@@ -119,7 +119,15 @@ def summarise(modules: list[str], wall: dict[str, float], equivalent: dict[str, 
         counts["killed_share"] = round(counts["killed"] / judged, 4) if judged else None
         counts["wall_s"] = round(wall[module], 1) if module in wall else None
         per_module[module] = counts
-    return {"modules": per_module, "survivors": survivors, "equivalent": named, "stale_equivalent": stale}
+    # an entry of these modules that no surviving mutant matched: its mutant is killed now, or is gone (its
+    # function renamed or moved, or mutmut's numbering shifted by an edit above it)
+    matched = {n["name"] for n in named} | set(stale)
+    prefixes = tuple(f"{module}.x" for module in per_module)
+    unused = sorted(name for name in equivalent if name.startswith(prefixes) and name not in matched)
+    return {
+        "modules": per_module, "survivors": survivors, "equivalent": named, "stale_equivalent": stale,
+        "unused_equivalent": unused,
+    }  # fmt: skip
 
 
 def record(summary: dict, version: str, wall_s: float | None, argv: list[str]) -> Record:
@@ -137,7 +145,11 @@ def record(summary: dict, version: str, wall_s: float | None, argv: list[str]) -
     )
     tables = [Table(columns, rows, caption)]
     stale = summary["stale_equivalent"]
-    notes = f"Named equivalent with another mutation (check again): {', '.join(stale)}." if stale else ""
+    unused = summary["unused_equivalent"]
+    notes = " ".join(
+        [f"Named equivalent with another mutation (check again): {', '.join(stale)}."] * bool(stale)
+        + [f"Named equivalent, no surviving mutant (remove): {', '.join(unused)}."] * bool(unused)
+    )
     command = "make mutants" if not argv else f"python benchmarks/mutants.py {shlex.join(argv)}"
     return Record(
         "mutants", "Mutation testing (`make mutants`)", "suite", **provenance(), command=command,
@@ -193,10 +205,12 @@ def main() -> None:
         print(f"\nsurvived ({s['status']}): {s['name']}\n{s['diff']}")
     for name in result["stale_equivalent"]:
         print(f"stale: {name} is in {EQUIVALENT.name} with another mutation; check it again")
+    for name in result["unused_equivalent"]:
+        print(f"unused: {name} is in {EQUIVALENT.name} but names no surviving mutant; remove it")
     not_run = sum(c["not_run"] for c in result["modules"].values())
     print(f"\n{OUT.relative_to(REPO)}: {len(result['survivors'])} survivors, {not_run} mutants not run"
           + ("" if wall_s is None else f"; {wall_s:.0f} s"))  # fmt: skip
-    sys.exit(1 if result["survivors"] or not_run else 0)
+    sys.exit(1 if result["survivors"] or not_run or result["unused_equivalent"] else 0)
 
 
 if __name__ == "__main__":

@@ -119,6 +119,7 @@ def test_the_mutation_run_is_written_as_a_results_record_a_row_per_module(tmp_pa
         ],
         "equivalent": [],
         "stale_equivalent": ["verl.core.trimmers.x_trim__mutmut_1"],
+        "unused_equivalent": [],
     }
     path = tmp_path / "mutants.yaml"
     mutants["write_record"](path, mutants["record"](summary, "3.8.1", 12.3, []))
@@ -142,6 +143,34 @@ def test_the_mutation_run_is_written_as_a_results_record_a_row_per_module(tmp_pa
     reported = mutants["record"]({**summary, "stale_equivalent": []}, "3.8.1", None, ["--report"])
     assert reported.command == "python benchmarks/mutants.py --report" and reported.notes == ""
     assert reported.tables[0].caption.endswith("at that commit.")  # nothing ran: no wall time
+    unused = {**summary, "unused_equivalent": ["verl.core.trimmers.x_trim__mutmut_2"]}
+    assert mutants["record"](unused, "3.8.1", None, []).notes == (
+        "Named equivalent with another mutation (check again): verl.core.trimmers.x_trim__mutmut_1. "
+        "Named equivalent, no surviving mutant (remove): verl.core.trimmers.x_trim__mutmut_2."
+    )
+
+
+def test_the_mutation_summary_names_equivalents_that_no_surviving_mutant_matches(monkeypatch):
+    """A named mutant that is killed now, or that no longer exists, is reported; an entry of a module not
+    summarised is not (another module's run may still need it)."""
+    mutants = runpy.run_path(str(BENCHMARKS / "mutants.py"))
+    summarise = mutants["summarise"]
+    codes = {"verl.core.trimmers.x_trim__mutmut_1": 0, "verl.core.trimmers.x_trim__mutmut_2": 1}
+    added = {"verl.core.trimmers.x_trim__mutmut_1": "+    a = 2"}
+    monkeypatch.setitem(summarise.__globals__, "exit_codes", lambda module: codes)
+    monkeypatch.setitem(summarise.__globals__, "mutation_of", lambda name, module: ("diff", added[name]))
+    equivalent = {
+        "verl.core.trimmers.x_trim__mutmut_1": {"mutation": "+    a = 2", "why": "w"},  # still survives
+        "verl.core.trimmers.x_trim__mutmut_2": {"mutation": "+    a = 3", "why": "w"},  # killed now
+        "verl.core.trimmers.x_trim__mutmut_9": {"mutation": "+    a = 4", "why": "w"},  # no such mutant
+        "verl.core.batch.x_collate__mutmut_1": {"mutation": "+    b = 1", "why": "w"},  # not summarised
+    }
+    summary = summarise(["verl.core.trimmers"], {}, equivalent)
+    assert summary["equivalent"] == [{"name": "verl.core.trimmers.x_trim__mutmut_1", "why": "w"}]
+    assert summary["unused_equivalent"] == [
+        "verl.core.trimmers.x_trim__mutmut_2", "verl.core.trimmers.x_trim__mutmut_9"
+    ]  # fmt: skip
+    assert summary["stale_equivalent"] == [] and summary["survivors"] == []
 
 
 def test_real_model_eval_counts_equal_traces_and_where_the_others_part():
