@@ -119,15 +119,19 @@ def summarise(modules: list[str], wall: dict[str, float], equivalent: dict[str, 
         counts["killed_share"] = round(counts["killed"] / judged, 4) if judged else None
         counts["wall_s"] = round(wall[module], 1) if module in wall else None
         per_module[module] = counts
-    # an entry of these modules that no surviving mutant matched: its mutant is killed now, or is gone (its
-    # function renamed or moved, or mutmut's numbering shifted by an edit above it)
-    matched = {n["name"] for n in named} | set(stale)
-    prefixes = tuple(f"{module}.x" for module in per_module)
-    unused = sorted(name for name in equivalent if name.startswith(prefixes) and name not in matched)
+    unused = unused_entries(equivalent, list(per_module), {n["name"] for n in named} | set(stale))
     return {
         "modules": per_module, "survivors": survivors, "equivalent": named, "stale_equivalent": stale,
         "unused_equivalent": unused,
     }  # fmt: skip
+
+
+def unused_entries(equivalent: dict[str, dict], modules: list[str], matched: set[str]) -> list[str]:
+    """The entries of `modules` that no surviving mutant matched (`matched`: the survivors they name): the
+    mutant is killed now, or gone (its function renamed or moved, or renumbered by an edit above it). An
+    entry of a module not run stays: that module's next run needs it."""
+    prefixes = tuple(f"{module}.x" for module in modules)
+    return sorted(name for name in equivalent if name.startswith(prefixes) and name not in matched)
 
 
 def record(summary: dict, version: str, wall_s: float | None, argv: list[str]) -> Record:

@@ -150,27 +150,27 @@ def test_the_mutation_run_is_written_as_a_results_record_a_row_per_module(tmp_pa
     )
 
 
-def test_the_mutation_summary_names_equivalents_that_no_surviving_mutant_matches(monkeypatch):
-    """A named mutant that is killed now, or that no longer exists, is reported; an entry of a module not
-    summarised is not (another module's run may still need it)."""
-    mutants = runpy.run_path(str(BENCHMARKS / "mutants.py"))
-    summarise = mutants["summarise"]
-    codes = {"verl.core.trimmers.x_trim__mutmut_1": 0, "verl.core.trimmers.x_trim__mutmut_2": 1}
-    added = {"verl.core.trimmers.x_trim__mutmut_1": "+    a = 2"}
-    monkeypatch.setitem(summarise.__globals__, "exit_codes", lambda module: codes)
-    monkeypatch.setitem(summarise.__globals__, "mutation_of", lambda name, module: ("diff", added[name]))
-    equivalent = {
-        "verl.core.trimmers.x_trim__mutmut_1": {"mutation": "+    a = 2", "why": "w"},  # still survives
-        "verl.core.trimmers.x_trim__mutmut_2": {"mutation": "+    a = 3", "why": "w"},  # killed now
-        "verl.core.trimmers.x_trim__mutmut_9": {"mutation": "+    a = 4", "why": "w"},  # no such mutant
-        "verl.core.batch.x_collate__mutmut_1": {"mutation": "+    b = 1", "why": "w"},  # not summarised
-    }
-    summary = summarise(["verl.core.trimmers"], {}, equivalent)
-    assert summary["equivalent"] == [{"name": "verl.core.trimmers.x_trim__mutmut_1", "why": "w"}]
-    assert summary["unused_equivalent"] == [
-        "verl.core.trimmers.x_trim__mutmut_2", "verl.core.trimmers.x_trim__mutmut_9"
+def test_an_equivalents_entry_that_no_surviving_mutant_matches_is_named():
+    """A named mutant that is killed now, or that no longer exists, is named; an entry of a module not
+    summarised is not (that module's next run needs it)."""
+    unused_entries = runpy.run_path(str(BENCHMARKS / "mutants.py"))["unused_entries"]
+    equivalent = dict.fromkeys(
+        [
+            "verl.core.trimmers.x_trim__mutmut_1",  # still survives, as named
+            "verl.core.trimmers.x_trim__mutmut_2",  # killed now
+            "verl.core.trimmers.x_trim__mutmut_9",  # no such mutant
+            "verl.core.trimmers.xǁTrimmerǁcut__mutmut_3",  # a method's
+            "verl.core.trimmers_old.x_trim__mutmut_1",  # another module whose name starts alike
+            "verl.core.batch.x_collate__mutmut_1",  # a module not summarised
+        ],
+        {"mutation": "+    a = 2", "why": "w"},
+    )
+    matched = {"verl.core.trimmers.x_trim__mutmut_1"}
+    assert unused_entries(equivalent, ["verl.core.trimmers"], matched) == [
+        "verl.core.trimmers.x_trim__mutmut_2", "verl.core.trimmers.x_trim__mutmut_9",
+        "verl.core.trimmers.xǁTrimmerǁcut__mutmut_3",
     ]  # fmt: skip
-    assert summary["stale_equivalent"] == [] and summary["survivors"] == []
+    assert unused_entries(equivalent, [], matched) == []
 
 
 def test_real_model_eval_counts_equal_traces_and_where_the_others_part():
