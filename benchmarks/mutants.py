@@ -148,16 +148,15 @@ def record(summary: dict, version: str, wall_s: float | None, argv: list[str]) -
         "." if wall_s is None else f"; {wall_s:.0f} s of wall time."
     )
     tables = [Table(columns, rows, caption)]
-    stale = summary["stale_equivalent"]
-    unused = summary["unused_equivalent"]
-    notes = " ".join(
-        [f"Named equivalent with another mutation (check again): {', '.join(stale)}."] * bool(stale)
-        + [f"Named equivalent, no surviving mutant (remove): {', '.join(unused)}."] * bool(unused)
-    )
+    notes = []
+    if stale := summary["stale_equivalent"]:
+        notes.append(f"Named equivalent with another mutation (check again): {', '.join(stale)}.")
+    if unused := summary["unused_equivalent"]:
+        notes.append(f"Named equivalent, no surviving mutant (remove): {', '.join(unused)}.")
     command = "make mutants" if not argv else f"python benchmarks/mutants.py {shlex.join(argv)}"
     return Record(
         "mutants", "Mutation testing (`make mutants`)", "suite", **provenance(), command=command,
-        method="benchmarks/README.md", tables=tables, notes=notes,
+        method="benchmarks/README.md", tables=tables, notes=" ".join(notes),
     )  # fmt: skip
 
 
